@@ -1,0 +1,24 @@
+"""Errors raised by the engine.
+
+ChronomemError
+├── InvalidInputError (also a ValueError): a bad argument; the message names the
+│   field, what is wrong with the value and the rule it breaks. Nothing was changed.
+└── DatabaseFileError: the file cannot be used as a chronomem database (corrupt,
+    not SQLite, another program's database, or written by a newer chronomem).
+"""
+
+from __future__ import annotations
+
+__all__ = ["ChronomemError", "DatabaseFileError", "InvalidInputError"]
+
+
+class ChronomemError(Exception):
+    """Base of every error the engine raises on purpose."""
+
+
+class InvalidInputError(ChronomemError, ValueError):
+    """Bad argument: the message names the field, the value's problem and the limit."""
+
+
+class DatabaseFileError(ChronomemError):
+    """The database file is unusable; it was left exactly as it was found."""

@@ -1,0 +1,67 @@
+"""`GraphMemory`: the open database, and the door to each scope's memory."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from pydantic import BaseModel
+
+from .queries import GLOBAL, ScopeKey
+from .scope import MemoryScope
+from .store import Store
+from .timestamps import Clock, system_clock
+from .validation import ScopePart, parse_arguments
+
+__all__ = ["GraphMemory"]
+
+
+class _ScopeArgs(BaseModel):
+    app: ScopePart
+    user: ScopePart
+    project: ScopePart | None = None
+
+
+class GraphMemory:
+    """A bi-temporal knowledge graph in one SQLite file.
+
+    Open it with `async with GraphMemory.open(path) as mem:` (`":memory:"` for a
+    throwaway database), then work through `mem.scope(app=..., user=...)`.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls, path: str | os.PathLike[str] = ":memory:", *, clock: Clock | None = None
+    ) -> AsyncIterator[GraphMemory]:
+        """Open (creating and migrating as needed) the database at `path`.
+
+        `clock` returns microseconds since the epoch; tests inject one to control
+        transaction time.
+
+        Raises:
+            DatabaseFileError: the file is corrupt, not SQLite, another program's
+                database, or from a newer chronomem.
+        """
+        store = await Store.open(os.fspath(path), clock or system_clock)
+        try:
+            yield cls(store)
+        finally:
+            await store.close()
+
+    @property
+    def path(self) -> str:
+        return self._store.path
+
+    def scope(self, app: str, user: str, project: str | None = None) -> MemoryScope:
+        """The memory of `user` in `app`; with `project`, seen from inside that project.
+
+        Raises:
+            InvalidInputError: a blank or over-long app, user or project.
+        """
+        args = parse_arguments(_ScopeArgs, app=app, user=user, project=project)
+        return MemoryScope(self._store, ScopeKey(args.app, args.user, args.project or GLOBAL))

@@ -1,0 +1,226 @@
+"""Every operation's arguments and result (DESIGN §3).
+
+These models are the contract shared by the Python API, the MCP tools (input and
+output schemas) and the CLI's `--json` output.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .validation import (
+    FACTS_PER_CALL,
+    IDS_PER_CALL,
+    TURNS_PER_CALL,
+    Cursor,
+    FactText,
+    Id,
+    Label,
+    Name,
+    Reason,
+    SessionId,
+    Timestamp,
+    TurnText,
+)
+
+__all__ = [
+    "Entity",
+    "EntityRef",
+    "ForgetArgs",
+    "ForgetResult",
+    "HistoryArgs",
+    "HistoryResult",
+    "Observation",
+    "OpenNodesArgs",
+    "OpenNodesResult",
+    "ReadGraphArgs",
+    "ReadGraphResult",
+    "RecordTurnsArgs",
+    "RecordTurnsResult",
+    "RelateArgs",
+    "RelateResult",
+    "Relation",
+    "RememberArgs",
+    "RememberResult",
+    "TimelineItem",
+    "TurnIn",
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---------------------------------------------------------------- arguments
+
+
+class _ReadAt(_Model):
+    as_of: Timestamp | None = Field(
+        None, description="Valid time: what was true in the world at this instant. Default: now."
+    )
+    known_at: Timestamp | None = Field(
+        None,
+        description="Transaction time: answer as the memory stood at this instant. Default: now.",
+    )
+    include_history: bool = Field(
+        False, description="Also return facts that are not current, flagged current=false."
+    )
+
+
+class RememberArgs(_Model):
+    entity: Name = Field(description="The entity the facts are about (matched case-insensitively).")
+    facts: list[FactText] = Field(
+        min_length=1, max_length=FACTS_PER_CALL, description="Statements about the entity."
+    )
+    entity_type: Label | None = Field(
+        None, description="Kind of entity, e.g. person, place, preference. Default: general."
+    )
+    valid_from: Timestamp | None = Field(
+        None, description="When the facts became true in the world. Default: now."
+    )
+    replaces: list[Id] | None = Field(
+        None, max_length=IDS_PER_CALL, description="Ids of facts these facts supersede."
+    )
+    attribute: Label | None = Field(
+        None,
+        description="A single-valued slot such as plan or timezone: these facts become its "
+        "whole current content and its other open facts are closed.",
+    )
+
+
+class RelateArgs(_Model):
+    source: Name
+    relation: Label = Field(description="Relation type; normalised to snake_case.")
+    target: Name
+    source_type: Label | None = None
+    target_type: Label | None = None
+    valid_from: Timestamp | None = None
+    exclusive: bool = Field(
+        False, description="Close every open relation of this type from the same source."
+    )
+    replaces: list[Id] | None = Field(None, max_length=IDS_PER_CALL)
+
+
+class ForgetArgs(_Model):
+    ids: list[Id] | None = Field(None, max_length=IDS_PER_CALL)
+    entities: list[Name] | None = Field(None, max_length=IDS_PER_CALL)
+    valid_to: Timestamp | None = Field(
+        None, description="When the facts stopped being true. Default: now."
+    )
+    reason: Reason | None = None
+
+
+class OpenNodesArgs(_ReadAt):
+    names: list[Name] = Field(min_length=1, max_length=IDS_PER_CALL)
+
+
+class ReadGraphArgs(_ReadAt):
+    limit: int = Field(200, ge=1, le=500, strict=True, description="Entities per page.")
+    cursor: Cursor | None = Field(None, description="next_cursor of the previous page.")
+
+
+class HistoryArgs(_Model):
+    entity: Name
+
+
+class TurnIn(_Model):
+    role: Label = Field(description="user, assistant, system, tool, or a speaker's name.")
+    text: TurnText
+    at: Timestamp | None = Field(None, description="When it was said. Default: now.")
+
+
+class RecordTurnsArgs(_Model):
+    session_id: SessionId
+    turns: list[TurnIn] = Field(min_length=1, max_length=TURNS_PER_CALL)
+
+
+# ---------------------------------------------------------------- results
+
+
+class Observation(_Model):
+    """A fact as it stood at the read's `known_at`; `current` is for (`as_of`, `known_at`)."""
+
+    kind: Literal["observation"] = "observation"
+    id: str
+    text: str
+    attribute: str | None
+    valid_from: str
+    valid_to: str | None
+    recorded_at: str
+    invalidated_at: str | None
+    current: bool
+    reason: str | None = None
+
+
+class Relation(_Model):
+    kind: Literal["relation"] = "relation"
+    id: str
+    source: str
+    relation: str
+    target: str
+    valid_from: str
+    valid_to: str | None
+    recorded_at: str
+    invalidated_at: str | None
+    current: bool
+    reason: str | None = None
+
+
+TimelineItem = Annotated[Observation | Relation, Field(discriminator="kind")]
+
+
+class EntityRef(_Model):
+    name: str
+    entity_type: str
+    created: bool = Field(description="True when this call created the entity.")
+
+
+class Entity(_Model):
+    name: str
+    entity_type: str
+    observations: list[Observation]
+
+
+class RememberResult(_Model):
+    entity: EntityRef
+    added: list[Observation]
+    duplicates: list[Observation]
+    superseded: list[Observation]
+
+
+class RelateResult(_Model):
+    relation: Relation
+    existing: bool
+    created_entities: list[str]
+    superseded: list[Relation]
+
+
+class ForgetResult(_Model):
+    invalidated: list[str]
+    already_invalid: list[str]
+    not_found: list[str]
+
+
+class OpenNodesResult(_Model):
+    entities: list[Entity]
+    relations: list[Relation]
+    missing: list[str]
+
+
+class ReadGraphResult(_Model):
+    entities: list[Entity]
+    relations: list[Relation]
+    total_entities: int
+    next_cursor: str | None
+
+
+class HistoryResult(_Model):
+    entity: str
+    timeline: list[TimelineItem]
+
+
+class RecordTurnsResult(_Model):
+    stored: int
+    ids: list[str]

@@ -1,0 +1,149 @@
+"""Lookups shared by reads and writes: owners, visible entities, and the facts and
+relations of a set of entities at a moment.
+
+Every statement takes named parameters: `:owner` (the (app, user) row), `:g` and `:p`
+(the projects a context sees: '' and the current project, or '' twice), and
+`:as_of`/`:known_at` where time matters.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .models import Observation, Relation
+from .store import Tx, json_list
+from .temporal import Moment, observation_view, relation_view, visible_rows_sql
+
+GLOBAL = ""
+
+
+@dataclass(frozen=True)
+class ScopeKey:
+    """Whose memory an operation touches, and in which project ('' = global)."""
+
+    app: str
+    user: str
+    project: str = GLOBAL
+
+    def params(self, owner: int | None, **extra: Any) -> dict[str, Any]:
+        return {"owner": owner, "g": GLOBAL, "p": self.project, **extra}
+
+
+SELECT_OWNER = "SELECT id FROM owner WHERE app = :app AND user = :user"
+INSERT_OWNER = "INSERT INTO owner (app, user) VALUES (:app, :user)"
+
+
+async def find_owner(tx: Tx, scope: ScopeKey) -> int | None:
+    row = await tx.one(SELECT_OWNER, {"app": scope.app, "user": scope.user})
+    return row["id"] if row else None
+
+
+async def ensure_owner(tx: Tx, scope: ScopeKey) -> int:
+    owner = await find_owner(tx, scope)
+    if owner is None:
+        owner = await tx.run(INSERT_OWNER, {"app": scope.app, "user": scope.user})
+    return owner
+
+
+# An entity is visible in a context when it was created there or has a fact or
+# relation there, all as recorded by :known_at (DESIGN §2, Scope).
+ENTITY_VISIBLE = """
+    e.owner_id = :owner AND e.recorded_at <= :known_at AND (
+        e.project IN (:g, :p)
+        OR EXISTS (SELECT 1 FROM observation o WHERE o.entity_id = e.id
+                   AND o.project IN (:g, :p) AND o.recorded_at <= :known_at)
+        OR EXISTS (SELECT 1 FROM relation r WHERE r.source_id = e.id
+                   AND r.project IN (:g, :p) AND r.recorded_at <= :known_at)
+        OR EXISTS (SELECT 1 FROM relation r WHERE r.target_id = e.id
+                   AND r.project IN (:g, :p) AND r.recorded_at <= :known_at)
+    )
+"""
+
+SELECT_VISIBLE_ENTITY = f"SELECT e.* FROM entity e WHERE e.name_key = :key AND {ENTITY_VISIBLE}"
+
+
+async def visible_entity(
+    tx: Tx, scope: ScopeKey, owner: int | None, key: str, known_at: int
+) -> sqlite3.Row | None:
+    if owner is None:
+        return None
+    return await tx.one(SELECT_VISIBLE_ENTITY, scope.params(owner, key=key, known_at=known_at))
+
+
+def _observations_sql(include_history: bool) -> str:
+    return f"""
+        SELECT o.* FROM observation o
+        WHERE o.entity_id IN (SELECT value FROM json_each(:entities))
+          AND o.project IN (:g, :p) AND {visible_rows_sql("o", include_history)}
+        ORDER BY o.valid_from, o.recorded_at, o.seq
+    """
+
+
+RELATION_COLUMNS = """
+    r.*, s.name AS source_name, t.name AS target_name
+    FROM relation r
+    JOIN entity s ON s.id = r.source_id
+    JOIN entity t ON t.id = r.target_id
+"""
+
+
+def _relations_sql(include_history: bool, touching: bool) -> str:
+    sources = "SELECT value FROM json_each(:entities)"
+    where = f"r.source_id IN ({sources})"
+    if touching:
+        where = f"({where} OR r.target_id IN ({sources}))"
+    return f"""
+        SELECT {RELATION_COLUMNS}
+        WHERE {where} AND r.project IN (:g, :p) AND {visible_rows_sql("r", include_history)}
+        ORDER BY r.valid_from, r.recorded_at, r.seq
+    """
+
+
+async def observations_of(
+    tx: Tx,
+    scope: ScopeKey,
+    owner: int,
+    entity_ids: Sequence[int],
+    at: Moment,
+    include_history: bool,
+) -> dict[int, list[Observation]]:
+    """Each entity's observations visible at `at`, oldest first."""
+    found: dict[int, list[Observation]] = {entity_id: [] for entity_id in entity_ids}
+    rows = await tx.all(
+        _observations_sql(include_history),
+        scope.params(owner, entities=json_list(entity_ids), as_of=at.as_of, known_at=at.known_at),
+    )
+    for row in rows:
+        found[row["entity_id"]].append(observation_view(row, at))
+    return found
+
+
+async def relations_of(
+    tx: Tx,
+    scope: ScopeKey,
+    owner: int,
+    entity_ids: Sequence[int],
+    at: Moment,
+    include_history: bool,
+    *,
+    touching: bool,
+) -> list[Relation]:
+    """Relations from (or, with `touching`, also to) the entities, visible at `at`."""
+    rows = await tx.all(
+        _relations_sql(include_history, touching),
+        scope.params(owner, entities=json_list(entity_ids), as_of=at.as_of, known_at=at.known_at),
+    )
+    return [relation_view(row, at) for row in rows]
+
+
+SELECT_OBSERVATION_BY_ID = """
+    SELECT o.* FROM observation o
+    WHERE o.id = :id AND o.owner_id = :owner AND o.project IN (:g, :p)
+"""
+SELECT_RELATION_BY_ID = f"""
+    SELECT {RELATION_COLUMNS}
+    WHERE r.id = :id AND r.owner_id = :owner AND r.project IN (:g, :p)
+"""

@@ -1,0 +1,136 @@
+"""The graph reads: open_nodes, read_graph, history.
+
+Each runs in one read snapshot and resolves `as_of`/`known_at` (default: now)
+into a `Moment` once, so every row of an answer is judged at the same instant.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+from .errors import InvalidInputError
+from .models import (
+    Entity,
+    HistoryArgs,
+    HistoryResult,
+    OpenNodesArgs,
+    OpenNodesResult,
+    ReadGraphArgs,
+    ReadGraphResult,
+)
+from .names import match_key
+from .queries import (
+    ENTITY_VISIBLE,
+    ScopeKey,
+    find_owner,
+    observations_of,
+    relations_of,
+    visible_entity,
+)
+from .store import Tx
+from .temporal import Moment
+from .timestamps import parse_time
+
+
+def moment(tx: Tx, as_of: int | None, known_at: int | None) -> Moment:
+    return Moment(
+        as_of=tx.now if as_of is None else as_of,
+        known_at=tx.now if known_at is None else known_at,
+    )
+
+
+async def open_nodes(tx: Tx, scope: ScopeKey, args: OpenNodesArgs) -> OpenNodesResult:
+    at = moment(tx, args.as_of, args.known_at)
+    owner = await find_owner(tx, scope)
+    rows = {}
+    missing = []
+    for name in args.names:
+        key = match_key(name)
+        if key in rows:
+            continue
+        row = await visible_entity(tx, scope, owner, key, at.known_at)
+        if row is None:
+            if name not in missing:
+                missing.append(name)
+        else:
+            rows[key] = row
+    if owner is None or not rows:
+        return OpenNodesResult(entities=[], relations=[], missing=missing)
+    ids = [row["id"] for row in rows.values()]
+    facts = await observations_of(tx, scope, owner, ids, at, args.include_history)
+    relations = await relations_of(tx, scope, owner, ids, at, args.include_history, touching=True)
+    entities = [
+        Entity(name=row["name"], entity_type=row["entity_type"], observations=facts[row["id"]])
+        for row in rows.values()
+    ]
+    return OpenNodesResult(entities=entities, relations=relations, missing=missing)
+
+
+SELECT_PAGE = f"""
+    SELECT e.* FROM entity e
+    WHERE e.id > :after AND {ENTITY_VISIBLE}
+    ORDER BY e.id LIMIT :limit
+"""
+COUNT_VISIBLE = f"SELECT count(*) FROM entity e WHERE {ENTITY_VISIBLE}"
+_CURSOR_PREFIX = "entity:"
+
+
+def _encode_cursor(entity_id: int) -> str:
+    return base64.urlsafe_b64encode(f"{_CURSOR_PREFIX}{entity_id}".encode()).decode()
+
+
+def _decode_cursor(cursor: str | None) -> int:
+    if cursor is None:
+        return 0
+    try:
+        text = base64.urlsafe_b64decode(cursor.encode("ascii")).decode("ascii")
+        if text.startswith(_CURSOR_PREFIX):
+            return int(text.removeprefix(_CURSOR_PREFIX))
+    except (ValueError, binascii.Error, UnicodeError):
+        pass
+    raise InvalidInputError(
+        "cursor: not a cursor returned by read_graph; pass its next_cursor unchanged"
+    )
+
+
+async def read_graph(tx: Tx, scope: ScopeKey, args: ReadGraphArgs) -> ReadGraphResult:
+    at = moment(tx, args.as_of, args.known_at)
+    after = _decode_cursor(args.cursor)
+    owner = await find_owner(tx, scope)
+    if owner is None:
+        return ReadGraphResult(entities=[], relations=[], total_entities=0, next_cursor=None)
+    params = scope.params(owner, known_at=at.known_at)
+    total_row = await tx.one(COUNT_VISIBLE, params)
+    page = await tx.all(SELECT_PAGE, {**params, "after": after, "limit": args.limit + 1})
+    has_more = len(page) > args.limit
+    page = page[: args.limit]
+    ids = [row["id"] for row in page]
+    facts = await observations_of(tx, scope, owner, ids, at, args.include_history)
+    relations = await relations_of(tx, scope, owner, ids, at, args.include_history, touching=False)
+    return ReadGraphResult(
+        entities=[
+            Entity(name=row["name"], entity_type=row["entity_type"], observations=facts[row["id"]])
+            for row in page
+        ],
+        relations=relations,
+        total_entities=total_row[0] if total_row else 0,
+        next_cursor=_encode_cursor(ids[-1]) if has_more else None,
+    )
+
+
+async def history(tx: Tx, scope: ScopeKey, args: HistoryArgs) -> HistoryResult:
+    owner = await find_owner(tx, scope)
+    row = await visible_entity(tx, scope, owner, match_key(args.entity), tx.now)
+    if owner is None or row is None:
+        raise InvalidInputError(f"entity: no entity named {args.entity!r} in this scope")
+    at = Moment(tx.now, tx.now)
+    facts = await observations_of(tx, scope, owner, [row["id"]], at, include_history=True)
+    relations = await relations_of(
+        tx, scope, owner, [row["id"]], at, include_history=True, touching=True
+    )
+    timeline = sorted(
+        [*facts[row["id"]], *relations],
+        key=lambda item: (parse_time(item.valid_from), parse_time(item.recorded_at)),
+    )
+    return HistoryResult(entity=row["name"], timeline=timeline)

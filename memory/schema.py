@@ -1,0 +1,107 @@
+"""The database schema, as forward-only migrations keyed on `PRAGMA user_version`.
+
+Each step runs in the transaction that bumps the version, so a crash leaves the file
+at one version or the next, and two processes opening a new file migrate it once.
+
+Times are integer microseconds since the epoch (UTC). `project` is '' for global
+rows, so "global + P" is an index-friendly `project IN ('', P)`.
+"""
+
+from __future__ import annotations
+
+APPLICATION_ID = 0x6368726D  # "chrm": tells a chronomem file from any other SQLite file
+
+MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        # The latest transaction time handed out, so that time never runs backwards
+        # across processes sharing the file or across restarts (a clock set back).
+        """
+        CREATE TABLE tx_clock (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            last INTEGER NOT NULL
+        )
+        """,
+        "INSERT INTO tx_clock (id, last) VALUES (1, 0)",
+        """
+        CREATE TABLE owner (
+            id INTEGER PRIMARY KEY,
+            app TEXT NOT NULL,
+            user TEXT NOT NULL,
+            UNIQUE (app, user)
+        )
+        """,
+        """
+        CREATE TABLE entity (
+            id INTEGER PRIMARY KEY,
+            owner_id INTEGER NOT NULL REFERENCES owner (id),
+            project TEXT NOT NULL,
+            name TEXT NOT NULL,
+            name_key TEXT NOT NULL,
+            entity_type TEXT NOT NULL,
+            recorded_at INTEGER NOT NULL,
+            UNIQUE (owner_id, name_key)
+        )
+        """,
+        "CREATE INDEX entity_owner ON entity (owner_id)",
+        """
+        CREATE TABLE observation (
+            seq INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            owner_id INTEGER NOT NULL REFERENCES owner (id),
+            project TEXT NOT NULL,
+            entity_id INTEGER NOT NULL REFERENCES entity (id),
+            text TEXT NOT NULL,
+            text_key TEXT NOT NULL,
+            attribute TEXT,
+            attribute_key TEXT,
+            valid_from INTEGER NOT NULL,
+            valid_to INTEGER,
+            recorded_at INTEGER NOT NULL,
+            invalidated_at INTEGER,
+            reason TEXT,
+            CHECK (valid_to IS NULL OR valid_to >= valid_from),
+            CHECK ((valid_to IS NULL) = (invalidated_at IS NULL))
+        )
+        """,
+        "CREATE INDEX observation_entity ON observation (entity_id, valid_to)",
+        "CREATE INDEX observation_scope ON observation (owner_id, project, recorded_at)",
+        """
+        CREATE TABLE relation (
+            seq INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            owner_id INTEGER NOT NULL REFERENCES owner (id),
+            project TEXT NOT NULL,
+            source_id INTEGER NOT NULL REFERENCES entity (id),
+            relation TEXT NOT NULL,
+            target_id INTEGER NOT NULL REFERENCES entity (id),
+            valid_from INTEGER NOT NULL,
+            valid_to INTEGER,
+            recorded_at INTEGER NOT NULL,
+            invalidated_at INTEGER,
+            reason TEXT,
+            CHECK (valid_to IS NULL OR valid_to >= valid_from),
+            CHECK ((valid_to IS NULL) = (invalidated_at IS NULL))
+        )
+        """,
+        "CREATE INDEX relation_source ON relation (source_id, relation, valid_to)",
+        "CREATE INDEX relation_target ON relation (target_id, valid_to)",
+        "CREATE INDEX relation_scope ON relation (owner_id, project, recorded_at)",
+        """
+        CREATE TABLE turn (
+            seq INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            owner_id INTEGER NOT NULL REFERENCES owner (id),
+            project TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            role TEXT NOT NULL,
+            text TEXT NOT NULL,
+            at INTEGER NOT NULL,
+            recorded_at INTEGER NOT NULL
+        )
+        """,
+        "CREATE INDEX turn_session ON turn (owner_id, session_id, at)",
+        "CREATE INDEX turn_time ON turn (owner_id, at)",
+    ],
+}
+
+LATEST_VERSION = max(MIGRATIONS)

@@ -1,0 +1,191 @@
+"""The SQLite connection: opening, checking, migrating, and one-at-a-time transactions.
+
+One aiosqlite connection serves a `GraphMemory`; operations take turns on it under a
+lock, each inside one transaction (writes `BEGIN IMMEDIATE`, reads a snapshot), so a
+multi-statement operation never sees or leaves half of another.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import anyio
+
+from .errors import DatabaseFileError
+from .schema import APPLICATION_ID, LATEST_VERSION, MIGRATIONS
+from .timestamps import Clock
+
+__all__ = ["Store", "Tx", "json_list"]
+
+Params = Mapping[str, Any] | Sequence[Any]
+BUSY_TIMEOUT_MS = 10_000
+SELECT_CLOCK = "SELECT last FROM tx_clock WHERE id = 1"
+UPDATE_CLOCK = "UPDATE tx_clock SET last = ? WHERE id = 1"
+
+
+def json_list(values: Iterable[Any]) -> str:
+    """Bind a list as one parameter, read in SQL with `json_each`."""
+    return json.dumps(list(values))
+
+
+class Tx:
+    """The statements of one transaction, and the transaction time it writes with."""
+
+    def __init__(self, conn: aiosqlite.Connection, now: int) -> None:
+        self._conn = conn
+        self.now = now
+
+    async def all(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
+        return list(await self._conn.execute_fetchall(sql, params))
+
+    async def one(self, sql: str, params: Params = ()) -> sqlite3.Row | None:
+        async with self._conn.execute(sql, params) as cursor:
+            return await cursor.fetchone()
+
+    async def run(self, sql: str, params: Params = ()) -> int:
+        """Execute one statement; returns the last inserted rowid."""
+        async with self._conn.execute(sql, params) as cursor:
+            return cursor.lastrowid or 0
+
+    async def run_many(self, sql: str, rows: Iterable[Params]) -> None:
+        await self._conn.executemany(sql, rows)
+
+
+class Store:
+    def __init__(self, conn: aiosqlite.Connection, clock: Clock, path: str) -> None:
+        self._conn = conn
+        self._clock = clock
+        self._lock = anyio.Lock()
+        self.path = path
+
+    @classmethod
+    async def open(cls, path: str, clock: Clock) -> Store:
+        """Open (creating if needed) and migrate the database at `path`.
+
+        Raises:
+            DatabaseFileError: the file is not a usable chronomem database.
+        """
+        if path != ":memory:" and not path.startswith("file:"):
+            Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        try:
+            conn = await aiosqlite.connect(path, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise DatabaseFileError(f"cannot open database {path!r}: {exc}") from exc
+        conn.row_factory = sqlite3.Row
+        try:
+            await _check_file(conn, path)
+            await _configure(conn)
+            await _migrate(conn)
+        except sqlite3.DatabaseError as exc:
+            await conn.close()
+            raise DatabaseFileError(
+                f"{path!r} is not a usable SQLite database ({exc}); it was left untouched"
+            ) from exc
+        except BaseException:
+            await conn.close()
+            raise
+        return cls(conn, clock, path)
+
+    async def close(self) -> None:
+        async with self._lock:
+            await self._conn.close()
+
+    async def _now(self, *, advance: bool) -> int:
+        """Transaction time: the clock, but never behind a time already handed out by
+        any process sharing the file. A write takes a strictly later time than every
+        earlier write, so `known_at` tells apart writes one microsecond apart."""
+        async with self._conn.execute(SELECT_CLOCK) as cursor:
+            row = await cursor.fetchone()
+        last = row[0] if row else 0
+        if not advance:
+            return max(self._clock(), last)
+        now = max(self._clock(), last + 1)
+        await self._conn.execute(UPDATE_CLOCK, (now,))
+        return now
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[Tx]:
+        """One write transaction; rolled back on any exception, cancellation included."""
+        async with self._lock:
+            await self._conn.execute("BEGIN IMMEDIATE")
+            async with _rollback_on_error(self._conn):
+                yield Tx(self._conn, await self._now(advance=True))
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[Tx]:
+        """One read snapshot: every statement inside sees the same database state."""
+        async with self._lock:
+            await self._conn.execute("BEGIN")
+            async with _rollback_on_error(self._conn):
+                yield Tx(self._conn, await self._now(advance=False))
+
+
+@asynccontextmanager
+async def _rollback_on_error(conn: aiosqlite.Connection) -> AsyncIterator[None]:
+    try:
+        yield
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await conn.execute("ROLLBACK")
+        raise
+    else:
+        await conn.execute("COMMIT")
+
+
+async def _pragma(conn: aiosqlite.Connection, name: str) -> Any:
+    async with conn.execute(f"PRAGMA {name}") as cursor:
+        row = await cursor.fetchone()
+    return row[0] if row else None
+
+
+async def _check_file(conn: aiosqlite.Connection, path: str) -> None:
+    """Refuse another program's database, or one from a newer chronomem, before writing."""
+    app_id = await _pragma(conn, "application_id")
+    version = await _pragma(conn, "user_version")
+    if app_id == 0:
+        async with conn.execute("SELECT count(*) FROM sqlite_master") as cursor:
+            (objects,) = await cursor.fetchone()  # type: ignore[misc]
+        if objects:
+            raise DatabaseFileError(
+                f"{path!r} is an SQLite database of another program, not a chronomem "
+                "database; it was left untouched. Choose another file with --db."
+            )
+    elif app_id != APPLICATION_ID:
+        raise DatabaseFileError(
+            f"{path!r} belongs to another program (application_id {app_id:#x}); "
+            "it was left untouched. Choose another file with --db."
+        )
+    if version > LATEST_VERSION:
+        raise DatabaseFileError(
+            f"{path!r} has schema version {version}, newer than this chronomem "
+            f"understands ({LATEST_VERSION}); upgrade chronomem to open it."
+        )
+
+
+async def _configure(conn: aiosqlite.Connection) -> None:
+    await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    await conn.execute("PRAGMA journal_mode = WAL")
+    await conn.execute("PRAGMA synchronous = FULL")
+    await conn.execute("PRAGMA foreign_keys = ON")
+    await conn.execute("PRAGMA secure_delete = ON")
+
+
+async def _migrate(conn: aiosqlite.Connection) -> None:
+    """Apply the missing migrations in one transaction; a no-op when up to date."""
+    if await _pragma(conn, "user_version") == LATEST_VERSION:
+        return
+    await conn.execute("BEGIN IMMEDIATE")
+    async with _rollback_on_error(conn):
+        version = await _pragma(conn, "user_version")  # another process may have won
+        if version == 0:
+            await conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        for step in range(version + 1, LATEST_VERSION + 1):
+            for statement in MIGRATIONS[step]:
+                await conn.execute(statement)
+            await conn.execute(f"PRAGMA user_version = {step}")

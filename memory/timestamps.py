@@ -1,0 +1,97 @@
+"""Timestamps: parsed from RFC 3339 or bare dates, kept as integer microseconds (UTC).
+
+Integers keep comparisons exact in SQL and tell apart writes a microsecond apart,
+which a realtime agent produces (DESIGN §2, "Timestamps").
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+__all__ = ["Clock", "format_time", "parse_time", "system_clock", "to_micros"]
+
+Clock = Callable[[], int]
+"""Returns the current time in microseconds since the Unix epoch (UTC)."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_RFC3339 = re.compile(
+    r"(?P<date>\d{4}-\d{2}-\d{2})"
+    r"(?:[Tt ](?P<hms>\d{2}:\d{2}:\d{2})(?:\.(?P<frac>\d{1,9}))?"
+    r"(?P<offset>[Zz]|[+-]\d{2}:\d{2})?)?"
+)
+
+
+def system_clock() -> int:
+    return time.time_ns() // 1_000
+
+
+def to_micros(moment: datetime) -> int:
+    """Microseconds since the epoch of an aware datetime (naive ones are taken as UTC)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    delta = moment - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def parse_time(value: object, field: str = "time") -> int:
+    """Parse an input timestamp into microseconds since the epoch.
+
+    Accepts RFC 3339 with any offset (no offset means UTC), a bare `YYYY-MM-DD`
+    (midnight UTC), or a `datetime`. Digits past the microsecond are dropped, since
+    microseconds are the stored precision.
+
+    Raises:
+        ValueError: the value is not one of those forms; the message names `field`.
+    """
+    if isinstance(value, datetime):
+        return to_micros(value)
+    if not isinstance(value, str):
+        raise ValueError(
+            f"{field}: expected an RFC 3339 timestamp or YYYY-MM-DD string, "
+            f"got {type(value).__name__}"
+        )
+    match = _RFC3339.fullmatch(value.strip())
+    if match is None:
+        raise ValueError(
+            f"{field}: {_preview(value)} is not a timestamp; use RFC 3339 such as "
+            "2026-06-01T09:30:00Z or 2026-06-01T11:30:00+02:00, or a date YYYY-MM-DD"
+        )
+    text = match["date"] + "T" + (match["hms"] or "00:00:00")
+    frac = (match["frac"] or "").ljust(6, "0")[:6]
+    try:
+        moment = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").replace(
+            microsecond=int(frac), tzinfo=UTC
+        )
+    except ValueError:
+        raise ValueError(f"{field}: {_preview(value)} is not a valid calendar time") from None
+    offset = match["offset"]
+    if offset and offset not in ("Z", "z"):
+        sign = 1 if offset[0] == "+" else -1
+        hours, minutes = int(offset[1:3]), int(offset[4:6])
+        if hours > 23 or minutes > 59:
+            raise ValueError(f"{field}: {_preview(value)} has an invalid UTC offset")
+        try:
+            moment -= sign * timedelta(hours=hours, minutes=minutes)
+        except OverflowError:
+            raise ValueError(
+                f"{field}: {_preview(value)} falls outside years 0001-9999 in UTC"
+            ) from None
+    return to_micros(moment)
+
+
+def format_time(micros: int) -> str:
+    """RFC 3339 in UTC with a `Z`; six fractional digits only when they are not zero."""
+    moment = _EPOCH + timedelta(microseconds=micros)
+    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
+    if len(text) < 19:  # strftime drops leading zeros of years below 1000 on some libcs
+        text = f"{moment.year:04d}" + text[text.index("-") :]
+    if moment.microsecond:
+        text += f".{moment.microsecond:06d}"
+    return text + "Z"
+
+
+def _preview(value: str, limit: int = 60) -> str:
+    return repr(value if len(value) <= limit else value[:limit] + "…")

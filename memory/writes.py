@@ -1,0 +1,445 @@
+"""The write operations: remember, relate, forget, record_turns.
+
+Each runs inside one write transaction; it checks everything before it changes
+anything, and an exception rolls the whole call back (DESIGN §7).
+"""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .errors import InvalidInputError
+from .models import (
+    EntityRef,
+    ForgetArgs,
+    ForgetResult,
+    RecordTurnsArgs,
+    RecordTurnsResult,
+    RelateArgs,
+    RelateResult,
+    RememberArgs,
+    RememberResult,
+)
+from .names import display_name, match_key, relation_type
+from .queries import (
+    RELATION_COLUMNS,
+    SELECT_OBSERVATION_BY_ID,
+    SELECT_RELATION_BY_ID,
+    ScopeKey,
+    ensure_owner,
+    find_owner,
+    visible_entity,
+)
+from .store import Tx, json_list
+from .temporal import Moment, observation_view, relation_view
+from .timestamps import format_time
+
+
+def new_id(prefix: str) -> str:
+    """Opaque ids; the prefix keeps observation, relation and turn ids apart."""
+    return f"{prefix}_{secrets.token_hex(8)}"
+
+
+# ---------------------------------------------------------------- entities
+
+SELECT_ENTITY = "SELECT * FROM entity WHERE owner_id = :owner AND name_key = :key"
+INSERT_ENTITY = """
+    INSERT INTO entity (owner_id, project, name, name_key, entity_type, recorded_at)
+    VALUES (:owner, :project, :name, :key, :entity_type, :now)
+"""
+UPDATE_ENTITY_TYPE = "UPDATE entity SET entity_type = :entity_type WHERE id = :id"
+
+
+@dataclass
+class EntityRow:
+    id: int
+    name: str
+    entity_type: str
+    created: bool
+
+    def ref(self) -> EntityRef:
+        return EntityRef(name=self.name, entity_type=self.entity_type, created=self.created)
+
+
+async def upsert_entity(
+    tx: Tx, scope: ScopeKey, owner: int, name: str, entity_type: str | None
+) -> EntityRow:
+    """The entity named `name`, created if new; a given type replaces the old one."""
+    row = await tx.one(SELECT_ENTITY, {"owner": owner, "key": match_key(name)})
+    if row is None:
+        kind = entity_type or "general"
+        entity_id = await tx.run(
+            INSERT_ENTITY,
+            {
+                "owner": owner,
+                "project": scope.project,
+                "name": display_name(name),
+                "key": match_key(name),
+                "entity_type": kind,
+                "now": tx.now,
+            },
+        )
+        return EntityRow(entity_id, display_name(name), kind, created=True)
+    kind = row["entity_type"]
+    if entity_type is not None and entity_type != kind:
+        await tx.run(UPDATE_ENTITY_TYPE, {"entity_type": entity_type, "id": row["id"]})
+        kind = entity_type
+    return EntityRow(row["id"], row["name"], kind, created=False)
+
+
+# ---------------------------------------------------------------- closing rows
+
+CLOSE_OBSERVATION = """
+    UPDATE observation SET valid_to = :valid_to, invalidated_at = :now, reason = :reason
+    WHERE seq = :seq AND valid_to IS NULL
+"""
+CLOSE_RELATION = """
+    UPDATE relation SET valid_to = :valid_to, invalidated_at = :now, reason = :reason
+    WHERE seq = :seq AND valid_to IS NULL
+"""
+
+
+def _check_closable(row: sqlite3.Row, valid_to: int, field: str) -> None:
+    if valid_to < row["valid_from"]:
+        raise InvalidInputError(
+            f"{field}: {format_time(valid_to)} is before {row['id']} began "
+            f"({format_time(row['valid_from'])}); a fact cannot end before it began"
+        )
+
+
+async def _close(
+    tx: Tx, table: str, rows: Iterable[sqlite3.Row], valid_to: int, reason: str | None
+) -> None:
+    statement = CLOSE_OBSERVATION if table == "observation" else CLOSE_RELATION
+    await tx.run_many(
+        statement,
+        [
+            {"valid_to": valid_to, "now": tx.now, "reason": reason, "seq": row["seq"]}
+            for row in rows
+        ],
+    )
+
+
+async def _resolve_replaces(
+    tx: Tx, scope: ScopeKey, owner: int, ids: Sequence[str] | None, kind: str, valid_from: int
+) -> list[sqlite3.Row]:
+    """The open rows `replaces` names; already-closed ones are skipped so a retried call
+    is harmless. Raises for ids unknown in this scope, of the wrong kind, or that would
+    close before they began."""
+    own, other = (
+        (SELECT_OBSERVATION_BY_ID, SELECT_RELATION_BY_ID)
+        if kind == "observation"
+        else (SELECT_RELATION_BY_ID, SELECT_OBSERVATION_BY_ID)
+    )
+    rows: dict[int, sqlite3.Row] = {}
+    for index, item in enumerate(ids or ()):
+        row = await tx.one(own, scope.params(owner, id=item))
+        if row is None:
+            if await tx.one(other, scope.params(owner, id=item)) is not None:
+                hint = (
+                    "remember replaces facts; use relate to replace relations"
+                    if kind == "observation"
+                    else "relate replaces relations; use remember to replace facts"
+                )
+                noun = "an observation" if kind == "observation" else "a relation"
+                raise InvalidInputError(f"replaces[{index}]: {item!r} is not {noun}; {hint}")
+            raise InvalidInputError(f"replaces[{index}]: no {kind} with id {item!r} in this scope")
+        if row["valid_to"] is None:
+            rows[row["seq"]] = row
+    for row in rows.values():
+        _check_closable(row, valid_from, "valid_from")
+    return list(rows.values())
+
+
+def _backfill_end(slot_starts: Iterable[int], valid_from: int) -> int | None:
+    """Where a fact for a slot must end if it is older than the slot's latest fact:
+    at the next later fact's start (DESIGN §2, Backfill). None when it is not older."""
+    later = [start for start in slot_starts if start > valid_from]
+    return min(later) if later else None
+
+
+def _superseded_reason(new_ids: Sequence[str]) -> str:
+    return "superseded by " + ", ".join(new_ids) if new_ids else "superseded"
+
+
+# ---------------------------------------------------------------- remember
+
+SELECT_OPEN_FACTS = """
+    SELECT * FROM observation
+    WHERE entity_id = :entity AND valid_to IS NULL AND project IN (:g, :p)
+"""
+SELECT_SLOT = """
+    SELECT * FROM observation
+    WHERE entity_id = :entity AND attribute_key = :attribute AND project IN (:g, :p)
+"""
+INSERT_OBSERVATION = """
+    INSERT INTO observation (id, owner_id, project, entity_id, text, text_key, attribute,
+                             attribute_key, valid_from, valid_to, recorded_at, invalidated_at)
+    VALUES (:id, :owner, :project, :entity, :text, :key, :attribute, :attribute_key,
+            :valid_from, :valid_to, :now, :invalidated_at)
+"""
+SELECT_OBSERVATIONS_BY_SEQ = """
+    SELECT * FROM observation WHERE seq IN (SELECT value FROM json_each(:seqs)) ORDER BY seq
+"""
+
+
+async def remember(tx: Tx, scope: ScopeKey, args: RememberArgs) -> RememberResult:
+    owner = await ensure_owner(tx, scope)
+    entity = await upsert_entity(tx, scope, owner, args.entity, args.entity_type)
+    valid_from = tx.now if args.valid_from is None else args.valid_from
+    params = scope.params(owner, entity=entity.id)
+
+    closing = {
+        row["seq"]: row
+        for row in await _resolve_replaces(
+            tx, scope, owner, args.replaces, "observation", valid_from
+        )
+    }
+    open_by_key = {
+        row["text_key"]: row
+        for row in await tx.all(SELECT_OPEN_FACTS, params)
+        if row["seq"] not in closing
+    }
+
+    new_texts: dict[str, str] = {}  # key -> text, first spelling in the call
+    duplicate_keys: list[str] = []
+    for fact in args.facts:
+        key = match_key(fact)
+        if key in open_by_key or key in new_texts:
+            duplicate_keys.append(key)
+        else:
+            new_texts[key] = fact
+
+    attribute_key = match_key(args.attribute) if args.attribute else None
+    ends_at: int | None = None
+    if attribute_key is not None:
+        slot = await tx.all(SELECT_SLOT, {**params, "attribute": attribute_key})
+        ends_at = _backfill_end((row["valid_from"] for row in slot), valid_from)
+        if ends_at is None:  # not a backfill: the call's facts become the whole slot
+            call_keys = {match_key(fact) for fact in args.facts}
+            for row in slot:
+                if row["valid_to"] is None and row["text_key"] not in call_keys:
+                    closing.setdefault(row["seq"], row)
+
+    new_ids = {key: new_id("o") for key in new_texts}
+    await _close(
+        tx, "observation", closing.values(), valid_from, _superseded_reason(list(new_ids.values()))
+    )
+    await tx.run_many(
+        INSERT_OBSERVATION,
+        [
+            {
+                "id": new_ids[key],
+                "owner": owner,
+                "project": scope.project,
+                "entity": entity.id,
+                "text": text,
+                "key": key,
+                "attribute": display_name(args.attribute) if args.attribute else None,
+                "attribute_key": attribute_key,
+                "valid_from": valid_from,
+                "valid_to": ends_at,
+                "now": tx.now,
+                "invalidated_at": tx.now if ends_at is not None else None,
+            }
+            for key, text in new_texts.items()
+        ],
+    )
+
+    at = Moment(tx.now, tx.now)
+    added = {
+        row["text_key"]: observation_view(row, at)
+        for row in await tx.all(
+            "SELECT * FROM observation WHERE id IN (SELECT value FROM json_each(:ids))"
+            " ORDER BY seq",
+            {"ids": json_list(new_ids.values())},
+        )
+    }
+    superseded = await tx.all(SELECT_OBSERVATIONS_BY_SEQ, {"seqs": json_list(closing)})
+    return RememberResult(
+        entity=entity.ref(),
+        added=[added[key] for key in new_texts],
+        duplicates=[
+            observation_view(open_by_key[key], at) if key in open_by_key else added[key]
+            for key in duplicate_keys
+        ],
+        superseded=[observation_view(row, at) for row in superseded],
+    )
+
+
+# ---------------------------------------------------------------- relate
+
+SELECT_OPEN_TRIPLE = f"""
+    SELECT {RELATION_COLUMNS}
+    WHERE r.source_id = :source AND r.relation = :relation AND r.target_id = :target
+      AND r.valid_to IS NULL AND r.project IN (:g, :p)
+"""
+SELECT_RELATION_SLOT = f"""
+    SELECT {RELATION_COLUMNS}
+    WHERE r.source_id = :source AND r.relation = :relation AND r.project IN (:g, :p)
+"""
+INSERT_RELATION = """
+    INSERT INTO relation (id, owner_id, project, source_id, relation, target_id,
+                          valid_from, valid_to, recorded_at, invalidated_at)
+    VALUES (:id, :owner, :project, :source, :relation, :target,
+            :valid_from, :valid_to, :now, :invalidated_at)
+"""
+SELECT_RELATIONS_BY_SEQ = f"""
+    SELECT {RELATION_COLUMNS}
+    WHERE r.seq IN (SELECT value FROM json_each(:seqs)) ORDER BY r.seq
+"""
+
+
+async def relate(tx: Tx, scope: ScopeKey, args: RelateArgs) -> RelateResult:
+    kind = relation_type(args.relation)
+    owner = await ensure_owner(tx, scope)
+    source = await upsert_entity(tx, scope, owner, args.source, args.source_type)
+    target = await upsert_entity(tx, scope, owner, args.target, args.target_type)
+    valid_from = tx.now if args.valid_from is None else args.valid_from
+    params = scope.params(owner, source=source.id, relation=kind, target=target.id)
+
+    closing = {
+        row["seq"]: row
+        for row in await _resolve_replaces(tx, scope, owner, args.replaces, "relation", valid_from)
+    }
+    existing = await tx.one(SELECT_OPEN_TRIPLE, params)
+    if existing is not None and existing["seq"] in closing:
+        existing = None  # the call replaces the very triple it states: record it anew
+
+    ends_at: int | None = None
+    if args.exclusive:
+        slot = [
+            row
+            for row in await tx.all(SELECT_RELATION_SLOT, params)
+            if existing is None or row["seq"] != existing["seq"]
+        ]
+        if existing is None:
+            ends_at = _backfill_end((row["valid_from"] for row in slot), valid_from)
+        if ends_at is None:  # not a backfill: this relation is now the only one of its type
+            for row in slot:
+                if row["valid_to"] is None and row["seq"] not in closing:
+                    _check_closable(row, valid_from, "valid_from")
+                    closing[row["seq"]] = row
+
+    relation_id = existing["id"] if existing is not None else new_id("r")
+    await _close(tx, "relation", closing.values(), valid_from, _superseded_reason([relation_id]))
+    if existing is None:
+        await tx.run(
+            INSERT_RELATION,
+            {
+                **params,
+                "id": relation_id,
+                "project": scope.project,
+                "valid_from": valid_from,
+                "valid_to": ends_at,
+                "now": tx.now,
+                "invalidated_at": tx.now if ends_at is not None else None,
+            },
+        )
+
+    at = Moment(tx.now, tx.now)
+    row = await tx.one(f"SELECT {RELATION_COLUMNS} WHERE r.id = :id", {"id": relation_id})
+    assert row is not None
+    superseded = await tx.all(SELECT_RELATIONS_BY_SEQ, {"seqs": json_list(closing)})
+    return RelateResult(
+        relation=relation_view(row, at),
+        existing=existing is not None,
+        created_entities=[entity.name for entity in (source, target) if entity.created],
+        superseded=[relation_view(item, at) for item in superseded],
+    )
+
+
+# ---------------------------------------------------------------- forget
+
+SELECT_OPEN_FACTS_OF_ENTITIES = """
+    SELECT * FROM observation
+    WHERE entity_id IN (SELECT value FROM json_each(:entities))
+      AND valid_to IS NULL AND project IN (:g, :p)
+"""
+SELECT_OPEN_RELATIONS_OF_ENTITIES = """
+    SELECT * FROM relation
+    WHERE (source_id IN (SELECT value FROM json_each(:entities))
+           OR target_id IN (SELECT value FROM json_each(:entities)))
+      AND valid_to IS NULL AND project IN (:g, :p)
+"""
+
+
+async def forget(tx: Tx, scope: ScopeKey, args: ForgetArgs) -> ForgetResult:
+    ids = list(dict.fromkeys(args.ids or ()))
+    names = list(dict.fromkeys(args.entities or ()))
+    if not ids and not names:
+        raise InvalidInputError("ids: forget needs at least one id in ids or name in entities")
+    owner = await find_owner(tx, scope)
+    if owner is None:
+        return ForgetResult(invalidated=[], already_invalid=[], not_found=ids + names)
+    valid_to = tx.now if args.valid_to is None else args.valid_to
+
+    facts: dict[int, sqlite3.Row] = {}
+    relations: dict[int, sqlite3.Row] = {}
+    result = ForgetResult(invalidated=[], already_invalid=[], not_found=[])
+    for item in ids:
+        row = await tx.one(SELECT_OBSERVATION_BY_ID, scope.params(owner, id=item))
+        bucket = facts
+        if row is None:
+            row = await tx.one(SELECT_RELATION_BY_ID, scope.params(owner, id=item))
+            bucket = relations
+        if row is None:
+            result.not_found.append(item)
+        elif row["valid_to"] is not None:
+            result.already_invalid.append(item)
+        else:
+            bucket[row["seq"]] = row
+
+    entity_ids = []
+    for name in names:
+        found = await visible_entity(tx, scope, owner, match_key(name), tx.now)
+        if found is None:
+            result.not_found.append(name)
+        else:
+            entity_ids.append(found["id"])
+    if entity_ids:
+        entity_params = scope.params(owner, entities=json_list(entity_ids))
+        for row in await tx.all(SELECT_OPEN_FACTS_OF_ENTITIES, entity_params):
+            facts.setdefault(row["seq"], row)
+        for row in await tx.all(SELECT_OPEN_RELATIONS_OF_ENTITIES, entity_params):
+            relations.setdefault(row["seq"], row)
+
+    for row in (*facts.values(), *relations.values()):
+        _check_closable(row, valid_to, "valid_to")
+    await _close(tx, "observation", facts.values(), valid_to, args.reason)
+    await _close(tx, "relation", relations.values(), valid_to, args.reason)
+    result.invalidated.extend(row["id"] for row in (*facts.values(), *relations.values()))
+    return result
+
+
+# ---------------------------------------------------------------- record_turns
+
+INSERT_TURN = """
+    INSERT INTO turn (id, owner_id, project, session_id, role, text, at, recorded_at)
+    VALUES (:id, :owner, :project, :session_id, :role, :text, :at, :now)
+"""
+
+
+async def record_turns(tx: Tx, scope: ScopeKey, args: RecordTurnsArgs) -> RecordTurnsResult:
+    owner = await ensure_owner(tx, scope)
+    ids = [new_id("t") for _ in args.turns]
+    await tx.run_many(
+        INSERT_TURN,
+        [
+            {
+                "id": turn_id,
+                "owner": owner,
+                "project": scope.project,
+                "session_id": args.session_id,
+                "role": turn.role,
+                "text": turn.text,
+                "at": tx.now if turn.at is None else turn.at,
+                "now": tx.now,
+            }
+            for turn_id, turn in zip(ids, args.turns, strict=True)
+        ],
+    )
+    return RecordTurnsResult(stored=len(ids), ids=ids)

@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from memory import GraphMemory, MemoryScope
+from memory.timestamps import parse_time
+
+T0 = "2026-06-01T00:00:00Z"
+
+
+class FakeClock:
+    """A clock that moves only when told, or by `step` microseconds on every reading."""
+
+    def __init__(self, start: str = T0, step: int = 0) -> None:
+        self.now = parse_time(start)
+        self.step = step
+        self.last = self.now
+
+    def __call__(self) -> int:
+        self.last = self.now
+        self.now += self.step
+        return self.last
+
+    def advance(self, seconds: float = 1.0) -> None:
+        self.now += int(seconds * 1_000_000)
+
+    def set(self, moment: str) -> None:
+        self.now = parse_time(moment)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "memory.db"
+
+
+@pytest.fixture
+async def mem(db_path: Path, clock: FakeClock) -> AsyncIterator[GraphMemory]:
+    async with GraphMemory.open(db_path, clock=clock) as memory:
+        yield memory
+
+
+@pytest.fixture
+def alice(mem: GraphMemory) -> MemoryScope:
+    return mem.scope(app="coach", user="alice")
+
+
+def dump(path: Path, *, clock: bool = True) -> dict[str, list[tuple[object, ...]]]:
+    """Every row of every table, to prove that a rejected call changed nothing.
+
+    `clock=False` leaves out the transaction-time high-water mark, which every
+    accepted write advances even when it changes no memory.
+    """
+    conn = sqlite3.connect(path)
+    try:
+        tables = [
+            name
+            for (name,) in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+            )
+            if clock or name != "tx_clock"
+        ]
+        return {t: conn.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall() for t in tables}
+    finally:
+        conn.close()

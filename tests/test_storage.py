@@ -1,0 +1,174 @@
+"""DESIGN §6: one SQLite file, WAL, migrations on open, and refusal of foreign files."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import anyio
+import pytest
+
+from memory import DatabaseFileError, GraphMemory
+from memory.queries import SELECT_VISIBLE_ENTITY, _observations_sql, _relations_sql
+from memory.reads import COUNT_VISIBLE, SELECT_PAGE
+from memory.schema import APPLICATION_ID, LATEST_VERSION, MIGRATIONS
+from memory.writes import SELECT_OPEN_FACTS, SELECT_OPEN_TRIPLE, SELECT_RELATION_SLOT, SELECT_SLOT
+
+from .conftest import FakeClock
+
+pytestmark = pytest.mark.anyio
+
+
+def _schema(path: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(path) as conn:
+        return conn.execute("SELECT name, sql FROM sqlite_master ORDER BY name").fetchall()
+
+
+async def test_a_reopened_file_has_everything(db_path: Path, clock: FakeClock) -> None:
+    async with GraphMemory.open(db_path, clock=clock) as mem:
+        alice = mem.scope(app="coach", user="alice", project="p")
+        fact = await alice.remember(entity="Alice", facts=["likes tea"], attribute="drink")
+        rel = await alice.relate(source="Alice", relation="knows", target="Bob")
+        await alice.record_turns(session_id="s", turns=[{"role": "user", "text": "hi"}])
+        before = await alice.read_graph(include_history=True)
+    async with GraphMemory.open(db_path, clock=clock) as mem:
+        alice = mem.scope(app="coach", user="alice", project="p")
+        after = await alice.read_graph(include_history=True)
+        assert after == before
+        assert after.entities[0].observations[0].id == fact.added[0].id
+        assert after.relations[0].id == rel.relation.id
+
+
+async def test_opening_twice_migrates_once(db_path: Path) -> None:
+    async with GraphMemory.open(db_path):
+        pass
+    first = _schema(db_path)
+    async with GraphMemory.open(db_path), GraphMemory.open(db_path):
+        pass
+    assert _schema(db_path) == first
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == LATEST_VERSION
+        assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+
+
+async def test_concurrent_first_opens_of_a_new_file_both_succeed(db_path: Path) -> None:
+    async def open_and_write(user: str) -> None:
+        async with GraphMemory.open(db_path) as mem:
+            await mem.scope(app="a", user=user).remember(entity="E", facts=[user])
+
+    async with anyio.create_task_group() as tg:
+        for user in ("u1", "u2", "u3"):
+            tg.start_soon(open_and_write, user)
+    async with GraphMemory.open(db_path) as mem:
+        for user in ("u1", "u2", "u3"):
+            graph = await mem.scope(app="a", user=user).read_graph()
+            assert [o.text for o in graph.entities[0].observations] == [user]
+
+
+async def test_an_old_version_is_migrated_forward(db_path: Path) -> None:
+    """A file at version 1 picks up later steps; at the latest it is left as is."""
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        for statement in MIGRATIONS[1]:
+            conn.execute(statement)
+        conn.execute("PRAGMA user_version = 1")
+    async with GraphMemory.open(db_path) as mem:
+        await mem.scope(app="a", user="u").remember(entity="E", facts=["x"])
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == LATEST_VERSION
+
+
+async def test_connection_settings(db_path: Path) -> None:
+    async with GraphMemory.open(db_path) as mem:
+        await mem.scope(app="a", user="u").remember(entity="E", facts=["x"])
+        with sqlite3.connect(db_path) as conn:
+            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+async def test_in_memory_databases_work_and_are_separate() -> None:
+    async with GraphMemory.open(":memory:") as one, GraphMemory.open() as two:
+        await one.scope(app="a", user="u").remember(entity="E", facts=["x"])
+        assert (await two.scope(app="a", user="u").read_graph()).total_entities == 0
+
+
+async def test_a_missing_parent_folder_is_created(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "er" / "memory.db"
+    async with GraphMemory.open(path) as mem:
+        assert mem.path == str(path)
+    assert path.exists()
+
+
+async def test_another_programs_database_is_refused_untouched(db_path: Path) -> None:
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
+    before = db_path.read_bytes()
+    with pytest.raises(DatabaseFileError, match="another program, not a chronomem database"):
+        async with GraphMemory.open(db_path):
+            pass
+    assert db_path.read_bytes() == before
+
+
+async def test_a_file_that_is_not_sqlite_is_refused_untouched(db_path: Path) -> None:
+    db_path.write_bytes(b"this is my shopping list, not a database\n" * 100)
+    before = db_path.read_bytes()
+    with pytest.raises(DatabaseFileError, match="not a usable SQLite database"):
+        async with GraphMemory.open(db_path):
+            pass
+    assert db_path.read_bytes() == before
+
+
+async def test_a_newer_schema_is_refused(db_path: Path) -> None:
+    async with GraphMemory.open(db_path):
+        pass
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(f"PRAGMA user_version = {LATEST_VERSION + 1}")
+    with pytest.raises(DatabaseFileError, match="newer than this chronomem understands"):
+        async with GraphMemory.open(db_path):
+            pass
+
+
+HOT_STATEMENTS = {
+    "visible entity by name": SELECT_VISIBLE_ENTITY,
+    "graph page": SELECT_PAGE,
+    "graph count": COUNT_VISIBLE,
+    "facts of entities": _observations_sql(False),
+    "facts of entities with history": _observations_sql(True),
+    "relations from entities": _relations_sql(False, touching=False),
+    "relations touching entities": _relations_sql(True, touching=True),
+    "open facts of an entity": SELECT_OPEN_FACTS,
+    "attribute slot": SELECT_SLOT,
+    "open triple": SELECT_OPEN_TRIPLE,
+    "relation slot": SELECT_RELATION_SLOT,
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOT_STATEMENTS))
+async def test_hot_statements_use_indexes(db_path: Path, name: str) -> None:
+    """No full scan of a table whose size grows with the whole database."""
+    async with GraphMemory.open(db_path) as mem:
+        await mem.scope(app="a", user="u").remember(entity="E", facts=["x"])
+    sql = HOT_STATEMENTS[name]
+    with sqlite3.connect(db_path) as conn:
+        params = {
+            key: 1
+            for key in (
+                "owner",
+                "g",
+                "p",
+                "key",
+                "known_at",
+                "as_of",
+                "after",
+                "limit",
+                "entity",
+                "attribute",
+                "source",
+                "relation",
+                "target",
+            )
+        }
+        params["entities"] = "[1]"
+        plan = conn.execute(f"EXPLAIN QUERY PLAN {sql}", params).fetchall()
+    details = [row[3] for row in plan]
+    scans = [d for d in details if d.startswith("SCAN") and "json_each" not in d]
+    assert scans == [], details
