@@ -44,7 +44,7 @@ async def find_owner(tx: Tx, scope: ScopeKey) -> int | None:
 async def ensure_owner(tx: Tx, scope: ScopeKey) -> int:
     owner = await find_owner(tx, scope)
     if owner is None:
-        owner = await tx.run(INSERT_OWNER, {"app": scope.app, "user": scope.user})
+        owner = await tx.insert(INSERT_OWNER, {"app": scope.app, "user": scope.user})
     return owner
 
 
@@ -62,15 +62,28 @@ ENTITY_VISIBLE = """
     )
 """
 
-SELECT_VISIBLE_ENTITY = f"SELECT e.* FROM entity e WHERE e.name_key = :key AND {ENTITY_VISIBLE}"
+SELECT_VISIBLE_ENTITIES = f"""
+    SELECT e.* FROM entity e
+    WHERE e.name_key IN (SELECT value FROM json_each(:keys)) AND {ENTITY_VISIBLE}
+"""
+
+
+async def visible_entities(
+    tx: Tx, scope: ScopeKey, owner: int | None, keys: Sequence[str], known_at: int
+) -> dict[str, sqlite3.Row]:
+    """The entities with these name keys that a read at `known_at` sees, by key."""
+    if owner is None or not keys:
+        return {}
+    rows = await tx.all(
+        SELECT_VISIBLE_ENTITIES, scope.params(owner, keys=json_list(keys), known_at=known_at)
+    )
+    return {row["name_key"]: row for row in rows}
 
 
 async def visible_entity(
     tx: Tx, scope: ScopeKey, owner: int | None, key: str, known_at: int
 ) -> sqlite3.Row | None:
-    if owner is None:
-        return None
-    return await tx.one(SELECT_VISIBLE_ENTITY, scope.params(owner, key=key, known_at=known_at))
+    return (await visible_entities(tx, scope, owner, [key], known_at)).get(key)
 
 
 def _observations_sql(include_history: bool) -> str:

@@ -26,6 +26,7 @@ from .queries import (
     find_owner,
     observations_of,
     relations_of,
+    visible_entities,
     visible_entity,
 )
 from .store import Tx
@@ -43,18 +44,16 @@ def moment(tx: Tx, as_of: int | None, known_at: int | None) -> Moment:
 async def open_nodes(tx: Tx, scope: ScopeKey, args: OpenNodesArgs) -> OpenNodesResult:
     at = moment(tx, args.as_of, args.known_at)
     owner = await find_owner(tx, scope)
+    keys = list(dict.fromkeys(match_key(name) for name in args.names))
+    found = await visible_entities(tx, scope, owner, keys, at.known_at)
     rows = {}
-    missing = []
+    missing: list[str] = []
     for name in args.names:
         key = match_key(name)
-        if key in rows:
-            continue
-        row = await visible_entity(tx, scope, owner, key, at.known_at)
-        if row is None:
-            if name not in missing:
-                missing.append(name)
-        else:
-            rows[key] = row
+        if key in found:
+            rows.setdefault(key, found[key])
+        elif name not in missing:
+            missing.append(name)
     if owner is None or not rows:
         return OpenNodesResult(entities=[], relations=[], missing=missing)
     ids = [row["id"] for row in rows.values()]

@@ -25,8 +25,8 @@ __all__ = ["Store", "Tx", "json_list"]
 
 Params = Mapping[str, Any] | Sequence[Any]
 BUSY_TIMEOUT_MS = 10_000
-SELECT_CLOCK = "SELECT last FROM tx_clock WHERE id = 1"
-UPDATE_CLOCK = "UPDATE tx_clock SET last = ? WHERE id = 1"
+READ_CLOCK = "SELECT max(last, :clock) FROM tx_clock WHERE id = 1"
+ADVANCE_CLOCK = "UPDATE tx_clock SET last = max(last + 1, :clock) WHERE id = 1 RETURNING last"
 
 
 def json_list(values: Iterable[Any]) -> str:
@@ -41,20 +41,27 @@ class Tx:
         self._conn = conn
         self.now = now
 
+    # Each method is one trip to the connection's thread: the trips, not SQLite,
+    # dominate the cost of a small operation.
     async def all(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
         return list(await self._conn.execute_fetchall(sql, params))
 
     async def one(self, sql: str, params: Params = ()) -> sqlite3.Row | None:
-        async with self._conn.execute(sql, params) as cursor:
-            return await cursor.fetchone()
+        rows = await self._conn.execute_fetchall(sql, params)
+        return next(iter(rows), None)
 
-    async def run(self, sql: str, params: Params = ()) -> int:
-        """Execute one statement; returns the last inserted rowid."""
-        async with self._conn.execute(sql, params) as cursor:
-            return cursor.lastrowid or 0
+    async def insert(self, sql: str, params: Params = ()) -> int:
+        """Execute one INSERT; returns the new rowid."""
+        row = await self._conn.execute_insert(sql, params)
+        return row[0] if row else 0
+
+    async def run(self, sql: str, params: Params = ()) -> None:
+        await self._conn.execute_fetchall(sql, params)
 
     async def run_many(self, sql: str, rows: Iterable[Params]) -> None:
-        await self._conn.executemany(sql, rows)
+        rows = list(rows)
+        if rows:
+            await self._conn.executemany(sql, rows)
 
 
 class Store:
@@ -79,9 +86,15 @@ class Store:
             raise DatabaseFileError(f"cannot open database {path!r}: {exc}") from exc
         conn.row_factory = sqlite3.Row
         try:
+            # Wait for other processes (e.g. one creating the file right now) before
+            # the first read, not only for writes.
+            await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             await _check_file(conn, path)
             await _configure(conn)
             await _migrate(conn)
+        except sqlite3.OperationalError as exc:
+            await conn.close()
+            raise DatabaseFileError(f"cannot open database {path!r}: {exc}") from exc
         except sqlite3.DatabaseError as exc:
             await conn.close()
             raise DatabaseFileError(
@@ -100,14 +113,9 @@ class Store:
         """Transaction time: the clock, but never behind a time already handed out by
         any process sharing the file. A write takes a strictly later time than every
         earlier write, so `known_at` tells apart writes one microsecond apart."""
-        async with self._conn.execute(SELECT_CLOCK) as cursor:
-            row = await cursor.fetchone()
-        last = row[0] if row else 0
-        if not advance:
-            return max(self._clock(), last)
-        now = max(self._clock(), last + 1)
-        await self._conn.execute(UPDATE_CLOCK, (now,))
-        return now
+        statement = ADVANCE_CLOCK if advance else READ_CLOCK
+        rows = await self._conn.execute_fetchall(statement, {"clock": self._clock()})
+        return next(iter(rows))[0]
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[Tx]:
@@ -169,7 +177,6 @@ async def _check_file(conn: aiosqlite.Connection, path: str) -> None:
 
 
 async def _configure(conn: aiosqlite.Connection) -> None:
-    await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     await conn.execute("PRAGMA journal_mode = WAL")
     await conn.execute("PRAGMA synchronous = FULL")
     await conn.execute("PRAGMA foreign_keys = ON")

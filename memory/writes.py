@@ -71,7 +71,7 @@ async def upsert_entity(
     row = await tx.one(SELECT_ENTITY, {"owner": owner, "key": match_key(name)})
     if row is None:
         kind = entity_type or "general"
-        entity_id = await tx.run(
+        entity_id = await tx.insert(
             INSERT_ENTITY,
             {
                 "owner": owner,
@@ -258,7 +258,9 @@ async def remember(tx: Tx, scope: ScopeKey, args: RememberArgs) -> RememberResul
             {"ids": json_list(new_ids.values())},
         )
     }
-    superseded = await tx.all(SELECT_OBSERVATIONS_BY_SEQ, {"seqs": json_list(closing)})
+    superseded = (
+        await tx.all(SELECT_OBSERVATIONS_BY_SEQ, {"seqs": json_list(closing)}) if closing else []
+    )
     return RememberResult(
         entity=entity.ref(),
         added=[added[key] for key in new_texts],
@@ -343,7 +345,9 @@ async def relate(tx: Tx, scope: ScopeKey, args: RelateArgs) -> RelateResult:
     at = Moment(tx.now, tx.now)
     row = await tx.one(f"SELECT {RELATION_COLUMNS} WHERE r.id = :id", {"id": relation_id})
     assert row is not None
-    superseded = await tx.all(SELECT_RELATIONS_BY_SEQ, {"seqs": json_list(closing)})
+    superseded = (
+        await tx.all(SELECT_RELATIONS_BY_SEQ, {"seqs": json_list(closing)}) if closing else []
+    )
     return RelateResult(
         relation=relation_view(row, at),
         existing=existing is not None,

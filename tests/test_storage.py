@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import sqlite3
+import sys
 from pathlib import Path
 
 import anyio
 import pytest
 
 from memory import DatabaseFileError, GraphMemory
-from memory.queries import SELECT_VISIBLE_ENTITY, _observations_sql, _relations_sql
+from memory.queries import SELECT_VISIBLE_ENTITIES, _observations_sql, _relations_sql
 from memory.reads import COUNT_VISIBLE, SELECT_PAGE
 from memory.schema import APPLICATION_ID, LATEST_VERSION, MIGRATIONS
 from memory.writes import SELECT_OPEN_FACTS, SELECT_OPEN_TRIPLE, SELECT_RELATION_SLOT, SELECT_SLOT
@@ -128,7 +129,7 @@ async def test_a_newer_schema_is_refused(db_path: Path) -> None:
 
 
 HOT_STATEMENTS = {
-    "visible entity by name": SELECT_VISIBLE_ENTITY,
+    "visible entities by name": SELECT_VISIBLE_ENTITIES,
     "graph page": SELECT_PAGE,
     "graph count": COUNT_VISIBLE,
     "facts of entities": _observations_sql(False),
@@ -168,7 +169,28 @@ async def test_hot_statements_use_indexes(db_path: Path, name: str) -> None:
             )
         }
         params["entities"] = "[1]"
+        params["keys"] = '["e"]'
         plan = conn.execute(f"EXPLAIN QUERY PLAN {sql}", params).fetchall()
     details = [row[3] for row in plan]
     scans = [d for d in details if d.startswith("SCAN") and "json_each" not in d]
     assert scans == [], details
+
+
+async def test_processes_opening_a_new_file_at_once_all_succeed(db_path: Path) -> None:
+    script = (
+        "import sys, anyio\n"
+        "from memory import GraphMemory\n"
+        "async def main():\n"
+        "    async with GraphMemory.open(sys.argv[1]) as mem:\n"
+        "        await mem.scope(app='a', user=sys.argv[2]).remember(entity='E', facts=['x'])\n"
+        "anyio.run(main)\n"
+    )
+    processes = [
+        await anyio.open_process([sys.executable, "-c", script, str(db_path), f"u{i}"])
+        for i in range(4)
+    ]
+    for process in processes:
+        assert await process.wait() == 0
+    async with GraphMemory.open(db_path) as mem:
+        for i in range(4):
+            assert (await mem.scope(app="a", user=f"u{i}").read_graph()).total_entities == 1
