@@ -19,6 +19,7 @@ from .validation import (
     Id,
     Label,
     Name,
+    Query,
     Reason,
     SessionId,
     Timestamp,
@@ -27,6 +28,7 @@ from .validation import (
 
 __all__ = [
     "Entity",
+    "EntityInfo",
     "EntityRef",
     "ForgetArgs",
     "ForgetResult",
@@ -35,8 +37,13 @@ __all__ = [
     "Observation",
     "OpenNodesArgs",
     "OpenNodesResult",
+    "ProfileCard",
+    "ProfileCardArgs",
     "ReadGraphArgs",
     "ReadGraphResult",
+    "RecallArgs",
+    "RecallResult",
+    "RecalledTurn",
     "RecordTurnsArgs",
     "RecordTurnsResult",
     "RelateArgs",
@@ -44,6 +51,9 @@ __all__ = [
     "Relation",
     "RememberArgs",
     "RememberResult",
+    "SearchHit",
+    "SearchNodesArgs",
+    "SearchNodesResult",
     "TimelineItem",
     "TurnIn",
 ]
@@ -56,17 +66,25 @@ class _Model(BaseModel):
 # ---------------------------------------------------------------- arguments
 
 
+AsOf = Annotated[
+    Timestamp | None,
+    Field(description="Valid time: what was true in the world at this instant. Default: now."),
+]
+KnownAt = Annotated[
+    Timestamp | None,
+    Field(
+        description="Transaction time: answer as the memory stood at this instant. Default: now."
+    ),
+]
+IncludeHistory = Annotated[
+    bool, Field(description="Also return facts that are not current, flagged current=false.")
+]
+
+
 class _ReadAt(_Model):
-    as_of: Timestamp | None = Field(
-        None, description="Valid time: what was true in the world at this instant. Default: now."
-    )
-    known_at: Timestamp | None = Field(
-        None,
-        description="Transaction time: answer as the memory stood at this instant. Default: now.",
-    )
-    include_history: bool = Field(
-        False, description="Also return facts that are not current, flagged current=false."
-    )
+    as_of: AsOf = None
+    known_at: KnownAt = None
+    include_history: IncludeHistory = False
 
 
 class RememberArgs(_Model):
@@ -119,6 +137,31 @@ class OpenNodesArgs(_ReadAt):
 class ReadGraphArgs(_ReadAt):
     limit: int = Field(200, ge=1, le=500, strict=True, description="Entities per page.")
     cursor: Cursor | None = Field(None, description="next_cursor of the previous page.")
+
+
+class SearchNodesArgs(_Model):
+    query: Query = Field(description="What to look for, in plain words; never query syntax.")
+    limit: int = Field(10, ge=1, le=50, strict=True, description="At most this many hits.")
+    entity_type: Label | None = Field(None, description="Only entities of this type.")
+    as_of: AsOf = None
+    known_at: KnownAt = None
+    include_history: IncludeHistory = False
+
+
+class RecallArgs(_Model):
+    query: Query = Field(description="What was said, in plain words.")
+    limit: int = Field(10, ge=1, le=50, strict=True)
+    session_id: SessionId | None = Field(None, description="Only this conversation.")
+    after: Timestamp | None = Field(None, description="Only turns at or after this time.")
+    before: Timestamp | None = Field(None, description="Only turns before this time.")
+
+
+class ProfileCardArgs(_Model):
+    max_entities: int = Field(12, ge=1, le=50, strict=True)
+    max_facts_per_entity: int = Field(5, ge=1, le=20, strict=True)
+    max_chars: int = Field(2000, ge=100, le=20_000, strict=True)
+    query: Query | None = Field(None, description="Put the entities most relevant to this first.")
+    as_of: AsOf = None
 
 
 class HistoryArgs(_Model):
@@ -181,6 +224,41 @@ class Entity(_Model):
     name: str
     entity_type: str
     observations: list[Observation]
+
+
+class EntityInfo(_Model):
+    name: str
+    entity_type: str
+
+
+class SearchHit(_Model):
+    entity: EntityInfo
+    score: float = Field(description="Relevance in (0, 1]; the best hit scores 1.")
+    observations: list[Observation]
+    relations: list[Relation]
+
+
+class SearchNodesResult(_Model):
+    hits: list[SearchHit]
+
+
+class RecalledTurn(_Model):
+    id: str
+    session_id: str
+    role: str
+    text: str
+    at: str
+    score: float = Field(description="Relevance in (0, 1]; the best turn scores 1.")
+
+
+class RecallResult(_Model):
+    turns: list[RecalledTurn]
+
+
+class ProfileCard(_Model):
+    text: str
+    entities: list[str]
+    truncated: bool = Field(description="True when something was left out to stay in bounds.")
 
 
 class RememberResult(_Model):

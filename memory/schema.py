@@ -104,4 +104,91 @@ MIGRATIONS: dict[int, list[str]] = {
     ],
 }
 
+
+def _fts(table: str, source: str, key: str, columns: tuple[str, ...]) -> list[str]:
+    """An external-content FTS5 index over `source`, kept in step by triggers, so a row
+    and its index entry commit in the same transaction."""
+    cols = ", ".join(columns)
+    new = ", ".join(f"new.{c}" for c in columns)
+    old = ", ".join(f"old.{c}" for c in columns)
+    return [
+        f"""
+        CREATE VIRTUAL TABLE {table} USING fts5(
+            {cols}, content='{source}', content_rowid='{key}', tokenize='{TOKENIZER}'
+        )
+        """,
+        f"""
+        CREATE TRIGGER {table}_insert AFTER INSERT ON {source} BEGIN
+            INSERT INTO {table} (rowid, {cols}) VALUES (new.{key}, {new});
+        END
+        """,
+        f"""
+        CREATE TRIGGER {table}_delete AFTER DELETE ON {source} BEGIN
+            INSERT INTO {table} ({table}, rowid, {cols}) VALUES ('delete', old.{key}, {old});
+        END
+        """,
+        f"""
+        CREATE TRIGGER {table}_update AFTER UPDATE OF {cols} ON {source} BEGIN
+            INSERT INTO {table} ({table}, rowid, {cols}) VALUES ('delete', old.{key}, {old});
+            INSERT INTO {table} (rowid, {cols}) VALUES (new.{key}, {new});
+        END
+        """,
+        f"INSERT INTO {table} ({table}) VALUES ('rebuild')",
+    ]
+
+
+# Porter stemming over Unicode words, accents folded: "running" finds "runs", "cafe" "café".
+TOKENIZER = "porter unicode61 remove_diacritics 2"
+
+MIGRATIONS[2] = [
+    # Search (issue 3): full-text indexes over names and types, facts, relation types
+    # and conversation turns.
+    *_fts("entity_fts", "entity", "id", ("name", "entity_type")),
+    *_fts("observation_fts", "observation", "seq", ("text",)),
+    *_fts("relation_fts", "relation", "seq", ("relation",)),
+    *_fts("turn_fts", "turn", "seq", ("text",)),
+    # When anything about an entity last changed, for the profile card's "most
+    # recently changed first", kept by triggers so no write path can forget it.
+    "ALTER TABLE entity ADD COLUMN changed_at INTEGER NOT NULL DEFAULT 0",
+    """
+    UPDATE entity SET changed_at = max(
+        recorded_at,
+        coalesce((SELECT max(coalesce(invalidated_at, recorded_at)) FROM observation
+                  WHERE entity_id = entity.id), 0),
+        coalesce((SELECT max(coalesce(invalidated_at, recorded_at)) FROM relation
+                  WHERE source_id = entity.id OR target_id = entity.id), 0)
+    )
+    """,
+    "CREATE INDEX entity_changed ON entity (owner_id, changed_at)",
+    """
+    CREATE TRIGGER entity_changed_insert AFTER INSERT ON entity BEGIN
+        UPDATE entity SET changed_at = new.recorded_at WHERE id = new.id;
+    END
+    """,
+    """
+    CREATE TRIGGER observation_changed AFTER INSERT ON observation BEGIN
+        UPDATE entity SET changed_at = max(changed_at, new.recorded_at)
+        WHERE id = new.entity_id;
+    END
+    """,
+    """
+    CREATE TRIGGER observation_closed AFTER UPDATE OF invalidated_at ON observation BEGIN
+        UPDATE entity SET changed_at = max(changed_at, new.invalidated_at)
+        WHERE id = new.entity_id;
+    END
+    """,
+    """
+    CREATE TRIGGER relation_changed AFTER INSERT ON relation BEGIN
+        UPDATE entity SET changed_at = max(changed_at, new.recorded_at)
+        WHERE id IN (new.source_id, new.target_id);
+    END
+    """,
+    """
+    CREATE TRIGGER relation_closed AFTER UPDATE OF invalidated_at ON relation BEGIN
+        UPDATE entity SET changed_at = max(changed_at, new.invalidated_at)
+        WHERE id IN (new.source_id, new.target_id);
+    END
+    """,
+]
+
 LATEST_VERSION = max(MIGRATIONS)

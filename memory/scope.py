@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from . import reads, writes
+from pydantic import BaseModel
+
+from . import profile, reads, search, writes
 from .models import (
     ForgetArgs,
     ForgetResult,
@@ -18,23 +20,33 @@ from .models import (
     HistoryResult,
     OpenNodesArgs,
     OpenNodesResult,
+    ProfileCard,
+    ProfileCardArgs,
     ReadGraphArgs,
     ReadGraphResult,
+    RecallArgs,
+    RecallResult,
     RecordTurnsArgs,
     RecordTurnsResult,
     RelateArgs,
     RelateResult,
     RememberArgs,
     RememberResult,
+    SearchNodesArgs,
+    SearchNodesResult,
     TurnIn,
 )
 from .queries import ScopeKey
 from .store import Store
-from .validation import parse_arguments
+from .validation import Query, parse_arguments
 
 __all__ = ["MemoryScope"]
 
 Time = str | datetime
+
+
+class _TopicArgs(BaseModel):
+    topic: Query | None = None
 
 
 class MemoryScope:
@@ -121,6 +133,29 @@ class MemoryScope:
         async with self._store.write() as tx:
             return await writes.forget(tx, self.key, args)
 
+    async def search_nodes(
+        self,
+        query: str,
+        limit: int = 10,
+        entity_type: str | None = None,
+        as_of: Time | None = None,
+        known_at: Time | None = None,
+        include_history: bool = False,
+    ) -> SearchNodesResult:
+        """Entities ranked by relevance to `query`, with their facts and relations."""
+        args = parse_arguments(
+            SearchNodesArgs,
+            query=query,
+            limit=limit,
+            entity_type=entity_type,
+            as_of=as_of,
+            known_at=known_at,
+            include_history=include_history,
+        )
+        async with self._store.read() as tx:
+            at = reads.moment(tx, args.as_of, args.known_at)
+            return await search.search_nodes(tx, self.key, args, at)
+
     async def open_nodes(
         self,
         names: Sequence[str],
@@ -159,11 +194,53 @@ class MemoryScope:
         async with self._store.read() as tx:
             return await reads.read_graph(tx, self.key, args)
 
+    async def profile_card(
+        self,
+        max_entities: int = 12,
+        max_facts_per_entity: int = 5,
+        max_chars: int = 2000,
+        query: str | None = None,
+        as_of: Time | None = None,
+    ) -> ProfileCard:
+        """The compact "who is this user" block for the start of a session."""
+        args = parse_arguments(
+            ProfileCardArgs,
+            max_entities=max_entities,
+            max_facts_per_entity=max_facts_per_entity,
+            max_chars=max_chars,
+            query=query,
+            as_of=as_of,
+        )
+        async with self._store.read() as tx:
+            return await profile.profile_card(tx, self.key, args)
+
+    async def session_context(self, topic: str | None = None) -> str:
+        """The recalled-context block for a session's start: the profile card, facts
+        relevant to `topic`, and the end of the most recent session, delimited as data."""
+        args = parse_arguments(_TopicArgs, topic=topic)
+        async with self._store.read() as tx:
+            return await profile.session_context(tx, self.key, args.topic)
+
     async def history(self, entity: str) -> HistoryResult:
         """Every fact and relation an entity ever had, with both time axes."""
         args = parse_arguments(HistoryArgs, entity=entity)
         async with self._store.read() as tx:
             return await reads.history(tx, self.key, args)
+
+    async def recall(
+        self,
+        query: str,
+        limit: int = 10,
+        session_id: str | None = None,
+        after: Time | None = None,
+        before: Time | None = None,
+    ) -> RecallResult:
+        """Past conversation turns ranked by relevance to `query`."""
+        args = parse_arguments(
+            RecallArgs, query=query, limit=limit, session_id=session_id, after=after, before=before
+        )
+        async with self._store.read() as tx:
+            return await search.recall(tx, self.key, args)
 
     async def record_turns(
         self, session_id: str, turns: Sequence[TurnIn | dict[str, object]]

@@ -21,6 +21,7 @@ __all__ = [
     "Id",
     "Label",
     "Name",
+    "Query",
     "Reason",
     "ScopePart",
     "SessionId",
@@ -84,6 +85,7 @@ SessionId = Annotated[
 Id = Annotated[str, Field(min_length=1, max_length=ID_MAX), AfterValidator(_not_blank)]
 Reason = Annotated[str, Field(max_length=REASON_MAX), AfterValidator(_optional_text)]
 ScopePart = Annotated[str, Field(min_length=1, max_length=NAME_MAX), AfterValidator(_not_blank)]
+Query = Annotated[str, Field(min_length=1, max_length=QUERY_MAX), AfterValidator(_not_blank)]
 Cursor = Annotated[str, Field(min_length=1, max_length=100), AfterValidator(_not_blank)]
 Timestamp = Annotated[int, BeforeValidator(_timestamp), WithJsonSchema(_TIMESTAMP_SCHEMA)]
 """An input time, held as microseconds since the epoch once validated."""

@@ -73,6 +73,6 @@ def dump(path: Path, *, clock: bool = True) -> dict[str, list[tuple[object, ...]
             )
             if clock or name != "tx_clock"
         ]
-        return {t: conn.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall() for t in tables}
+        return {t: conn.execute(f"SELECT * FROM {t}").fetchall() for t in tables}
     finally:
         conn.close()

@@ -1,0 +1,91 @@
+"""Rendering memory for a prompt, where memory text is data and never instructions.
+
+Every piece of stored text (names, types, facts, turns) goes through `inline`: line
+breaks and control characters become spaces, so stored text always continues a line
+that chronomem began and can never start a line of its own (no forged header or
+bullet); and angle brackets become look-alikes, so it cannot close the block that
+delimits it.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+__all__ = ["CARD_HEADER", "CardEntity", "inline", "render_card"]
+
+CARD_HEADER = "[Known about the user]"
+EMPTY_CARD = "(nothing remembered yet)"
+ELLIPSIS = "…"
+MIN_CUT = 20  # a fact cut shorter than this says too little to be worth showing
+
+
+def inline(text: str) -> str:
+    """`text` as one line of inert data."""
+    cleaned = "".join(" " if unicodedata.category(ch) in ("Cc", "Zl", "Zp") else ch for ch in text)
+    return " ".join(cleaned.split()).replace("<", "‹").replace(">", "›")
+
+
+@dataclass
+class CardEntity:
+    name: str
+    entity_type: str
+    facts: list[str]  # newest first, already capped to what the card may show
+    relations: list[tuple[str, str]]  # (relation, target), newest first
+    more: bool = False  # facts or relations were left out by the per-entity cap
+
+
+@dataclass
+class Card:
+    text: str
+    entities: list[str] = field(default_factory=list)
+    truncated: bool = False
+
+
+def render_card(entities: Sequence[CardEntity], max_chars: int, more: bool) -> Card:
+    """The profile card, never longer than `max_chars`.
+
+    `more`: entities were left out before rendering (by `max_entities`).
+    """
+    lines = [CARD_HEADER]
+    used = len(CARD_HEADER)
+    shown: list[str] = []
+    truncated = more
+    for entity in entities:
+        room = max_chars - used - 1  # the newline before the entity's line
+        line, complete = _entity_line(entity, room)
+        if line is None:
+            truncated = True
+            break
+        lines.append(line)
+        used += 1 + len(line)
+        shown.append(entity.name)
+        truncated = truncated or entity.more or not complete
+        for relation, target in entity.relations:
+            rel_line = f"  - {inline(relation)} → {inline(target)}"
+            if used + 1 + len(rel_line) > max_chars:
+                truncated = True
+                break
+            lines.append(rel_line)
+            used += 1 + len(rel_line)
+    if not entities and used + 1 + len(EMPTY_CARD) <= max_chars:
+        lines.append(EMPTY_CARD)
+    return Card(text="\n".join(lines), entities=shown, truncated=truncated)
+
+
+def _entity_line(entity: CardEntity, room: int) -> tuple[str | None, bool]:
+    """`• Name (type): fact; fact` within `room` characters, and whether all facts fit."""
+    line = f"• {inline(entity.name)} ({inline(entity.entity_type)})"
+    if len(line) > room:
+        return None, False
+    for index, fact in enumerate(entity.facts):
+        piece = ("; " if index else ": ") + inline(fact)
+        if len(line) + len(piece) <= room:
+            line += piece
+            continue
+        cut = room - len(line) - len(ELLIPSIS)
+        if cut - 2 >= MIN_CUT:
+            line += piece[:cut].rstrip() + ELLIPSIS
+        return line, False
+    return line, True
