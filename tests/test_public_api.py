@@ -11,6 +11,7 @@ EXPECTED = {
     "ChronomemError",
     "DatabaseFileError",
     "Entity",
+    "EntityInfo",
     "EntityRef",
     "ForgetResult",
     "GraphMemory",
@@ -19,11 +20,16 @@ EXPECTED = {
     "MemoryScope",
     "Observation",
     "OpenNodesResult",
+    "ProfileCard",
     "ReadGraphResult",
+    "RecallResult",
+    "RecalledTurn",
     "RecordTurnsResult",
     "RelateResult",
     "Relation",
     "RememberResult",
+    "SearchHit",
+    "SearchNodesResult",
     "TurnIn",
 }
 
@@ -53,6 +59,9 @@ def test_operation_signatures_match_the_design() -> None:
         "open_nodes": "(names, as_of=None, known_at=None, include_history=False)",
         "read_graph": "(as_of=None, known_at=None, include_history=False, limit=200, cursor=None)",
         "history": "(entity)",
+        "search_nodes": "(query, limit=10, entity_type=None, as_of=None, known_at=None, include_history=False)",
+        "profile_card": "(max_entities=12, max_facts_per_entity=5, max_chars=2000, query=None, as_of=None)",
+        "recall": "(query, limit=10, session_id=None, after=None, before=None)",
         "record_turns": "(session_id, turns)",
     }
     for name, signature in expected.items():
@@ -75,6 +84,11 @@ def test_result_fields_match_the_design() -> None:
         models.ReadGraphResult: ["entities", "relations", "total_entities", "next_cursor"],
         models.HistoryResult: ["entity", "timeline"],
         models.RecordTurnsResult: ["stored", "ids"],
+        models.SearchNodesResult: ["hits"],
+        models.SearchHit: ["entity", "score", "observations", "relations"],
+        models.RecallResult: ["turns"],
+        models.RecalledTurn: ["id", "session_id", "role", "text", "at", "score"],
+        models.ProfileCard: ["text", "entities", "truncated"],
     }
     for model, names in fields.items():
         assert list(model.model_fields) == names, model.__name__

@@ -10,9 +10,16 @@ import anyio
 import pytest
 
 from memory import DatabaseFileError, GraphMemory
+from memory.profile import LAST_SESSION, RECENT_ENTITIES, SESSION_TAIL
 from memory.queries import SELECT_VISIBLE_ENTITIES, _observations_sql, _relations_sql
 from memory.reads import COUNT_VISIBLE, SELECT_PAGE
 from memory.schema import APPLICATION_ID, LATEST_VERSION, MIGRATIONS
+from memory.search import (
+    RECALL_CANDIDATES_SQL,
+    SEARCH_NAMES,
+    _search_facts_sql,
+    _search_relations_sql,
+)
 from memory.writes import SELECT_OPEN_FACTS, SELECT_OPEN_TRIPLE, SELECT_RELATION_SLOT, SELECT_SLOT
 
 from .conftest import FakeClock
@@ -129,6 +136,13 @@ async def test_a_newer_schema_is_refused(db_path: Path) -> None:
 
 
 HOT_STATEMENTS = {
+    "search names": SEARCH_NAMES,
+    "search facts": _search_facts_sql(False),
+    "search relations": _search_relations_sql(True),
+    "recall candidates": RECALL_CANDIDATES_SQL,
+    "recent entities": RECENT_ENTITIES,
+    "last session": LAST_SESSION,
+    "session tail": SESSION_TAIL,
     "visible entities by name": SELECT_VISIBLE_ENTITIES,
     "graph page": SELECT_PAGE,
     "graph count": COUNT_VISIBLE,
@@ -150,29 +164,20 @@ async def test_hot_statements_use_indexes(db_path: Path, name: str) -> None:
         await mem.scope(app="a", user="u").remember(entity="E", facts=["x"])
     sql = HOT_STATEMENTS[name]
     with sqlite3.connect(db_path) as conn:
-        params = {
-            key: 1
-            for key in (
-                "owner",
-                "g",
-                "p",
-                "key",
-                "known_at",
-                "as_of",
-                "after",
-                "limit",
-                "entity",
-                "attribute",
-                "source",
-                "relation",
-                "target",
-            )
-        }
+        names = "owner g p key known_at as_of after before limit entity attribute source"
+        names += " relation target candidates session_id changed_at id batch"
+        params: dict[str, object] = dict.fromkeys(names.split(), 1)
         params["entities"] = "[1]"
         params["keys"] = '["e"]'
+        params["match"] = '"x"'
         plan = conn.execute(f"EXPLAIN QUERY PLAN {sql}", params).fetchall()
     details = [row[3] for row in plan]
-    scans = [d for d in details if d.startswith("SCAN") and "json_each" not in d]
+    scans = [
+        d
+        for d in details
+        if d.startswith("SCAN")
+        and not any(ok in d for ok in ("json_each", "VIRTUAL TABLE", "(subquery"))
+    ]
     assert scans == [], details
 
 
@@ -194,3 +199,31 @@ async def test_processes_opening_a_new_file_at_once_all_succeed(db_path: Path) -
     async with GraphMemory.open(db_path) as mem:
         for i in range(4):
             assert (await mem.scope(app="a", user=f"u{i}").read_graph()).total_entities == 1
+
+
+async def test_migrating_a_version_1_file_indexes_its_rows(db_path: Path) -> None:
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        for statement in MIGRATIONS[1]:
+            conn.execute(statement)
+        conn.execute("PRAGMA user_version = 1")
+        conn.execute("INSERT INTO owner (id, app, user) VALUES (1, 'a', 'u')")
+        conn.execute(
+            "INSERT INTO entity (id, owner_id, project, name, name_key, entity_type, recorded_at)"
+            " VALUES (1, 1, '', 'Rex', 'rex', 'pet', 1000)"
+        )
+        conn.execute(
+            "INSERT INTO observation (id, owner_id, project, entity_id, text, text_key,"
+            " valid_from, recorded_at) VALUES ('o_1', 1, '', 1, 'a beagle', 'a beagle', 0, 2000)"
+        )
+        conn.execute(
+            "INSERT INTO turn (id, owner_id, project, session_id, role, text, at, recorded_at)"
+            " VALUES ('t_1', 1, '', 's', 'user', 'my beagle chewed a shoe', 0, 3000)"
+        )
+    async with GraphMemory.open(db_path) as mem:
+        scope = mem.scope(app="a", user="u")
+        assert [h.entity.name for h in (await scope.search_nodes(query="beagle")).hits] == ["Rex"]
+        assert [t.id for t in (await scope.recall(query="shoe")).turns] == ["t_1"]
+        assert (await scope.profile_card()).entities == ["Rex"]
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT changed_at FROM entity").fetchone()[0] == 2000

@@ -1,0 +1,199 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memory import GraphMemory, InvalidInputError, MemoryScope
+from memory.search import fts_query
+
+from .conftest import FakeClock
+
+pytestmark = pytest.mark.anyio
+
+
+async def _household(alice: MemoryScope) -> None:
+    await alice.remember(
+        entity="Alice", entity_type="person", facts=["prefers morning sessions", "runs 5k daily"]
+    )
+    await alice.relate(source="Alice", relation="training for", target="Berlin Marathon")
+    await alice.remember(entity="Rex", entity_type="pet", facts=["a beagle who chews shoes"])
+    await alice.remember(entity="Acme", entity_type="company", facts=["makes rocket skates"])
+    await alice.relate(source="Alice", relation="works at", target="Acme")
+
+
+def _names(result) -> list[str]:
+    return [hit.entity.name for hit in result.hits]
+
+
+async def test_the_best_match_comes_first_with_score_one(alice: MemoryScope) -> None:
+    await _household(alice)
+    result = await alice.search_nodes(query="beagle")
+    assert _names(result) == ["Rex"]
+    (hit,) = result.hits
+    assert hit.score == 1.0
+    assert hit.entity.model_dump() == {"name": "Rex", "entity_type": "pet"}
+    assert [o.text for o in hit.observations] == ["a beagle who chews shoes"]
+
+
+async def test_scores_are_in_zero_one_and_descending(alice: MemoryScope) -> None:
+    await _household(alice)
+    result = await alice.search_nodes(query="Alice marathon rocket shoes")
+    scores = [hit.score for hit in result.hits]
+    assert len(scores) >= 3
+    assert scores == sorted(scores, reverse=True)
+    assert all(0 < score <= 1 for score in scores) and scores[0] == 1.0
+
+
+async def test_stemming_finds_other_forms(alice: MemoryScope) -> None:
+    await _household(alice)
+    assert _names(await alice.search_nodes(query="chewing"))[0] == "Rex"
+    assert _names(await alice.search_nodes(query="running"))[0] == "Alice"
+
+
+async def test_a_name_match_outranks_a_passing_mention(alice: MemoryScope) -> None:
+    await alice.remember(entity="Paris", entity_type="city", facts=["capital of France"])
+    await alice.remember(entity="Bob", facts=["once visited paris in 2019"])
+    assert _names(await alice.search_nodes(query="Paris")) == ["Paris", "Bob"]
+
+
+async def test_relation_text_and_names_are_searched(alice: MemoryScope) -> None:
+    await _household(alice)
+    result = await alice.search_nodes(query="what is she training for?")
+    assert _names(result)[0] == "Alice"
+    assert "Berlin Marathon" in _names(result)
+    alice_hit = result.hits[0]
+    assert {(r.relation, r.target) for r in alice_hit.relations} == {
+        ("training_for", "Berlin Marathon"),
+        ("works_at", "Acme"),
+    }
+
+
+async def test_entity_type_filter(alice: MemoryScope) -> None:
+    await _household(alice)
+    await alice.remember(entity="Shoe Shop", entity_type="Company", facts=["sells shoes"])
+    result = await alice.search_nodes(query="shoes", entity_type="company")
+    assert _names(result) == ["Shoe Shop"]
+
+
+async def test_limit_is_honoured_up_to_fifty(alice: MemoryScope) -> None:
+    for i in range(60):
+        await alice.remember(entity=f"Item {i}", facts=[f"a red widget number {i}"])
+    assert len((await alice.search_nodes(query="widget")).hits) == 10
+    assert len((await alice.search_nodes(query="widget", limit=3)).hits) == 3
+    assert len((await alice.search_nodes(query="widget", limit=50)).hits) == 50
+    with pytest.raises(InvalidInputError, match="^limit: 51 is too large"):
+        await alice.search_nodes(query="widget", limit=51)
+
+
+async def test_closed_facts_are_found_only_with_history_or_in_the_past(
+    alice: MemoryScope, clock: FakeClock
+) -> None:
+    old = await alice.remember(entity="Alice", facts=["lives in Paris"], valid_from="2020-01-01")
+    clock.advance()
+    await alice.remember(
+        entity="Alice", facts=["lives in Rome"], valid_from="2026-01-01", replaces=[old.added[0].id]
+    )
+    assert (await alice.search_nodes(query="Paris")).hits == []
+    past = await alice.search_nodes(query="Paris", as_of="2021-01-01")
+    assert [o.text for o in past.hits[0].observations] == ["lives in Paris"]
+    history = await alice.search_nodes(query="Paris", include_history=True)
+    assert {(o.text, o.current) for o in history.hits[0].observations} == {
+        ("lives in Paris", False),
+        ("lives in Rome", True),
+    }
+    before = await alice.search_nodes(query="Rome", known_at="2026-06-01T00:00:00Z")
+    assert before.hits == []  # Rome was learned one second later
+
+
+async def test_search_never_crosses_scopes(mem: GraphMemory) -> None:
+    alice = mem.scope(app="coach", user="alice")
+    bob = mem.scope(app="coach", user="bob")
+    other_app = mem.scope(app="diary", user="alice")
+    project = mem.scope(app="coach", user="alice", project="secret")
+    await bob.remember(entity="Bob", facts=["hides the treasure map"])
+    await other_app.remember(entity="Diary", facts=["treasure in the attic"])
+    await project.remember(entity="Plan", facts=["treasure hunt next week"])
+    assert (await alice.search_nodes(query="treasure")).hits == []
+    assert _names(await project.search_nodes(query="treasure")) == ["Plan"]
+    assert (await mem.scope(app="coach", user="nobody").search_nodes(query="treasure")).hits == []
+
+
+async def test_an_empty_result_is_a_normal_answer(alice: MemoryScope) -> None:
+    await _household(alice)
+    assert (await alice.search_nodes(query="zeppelin")).hits == []
+    assert (await alice.search_nodes(query="?!...")).hits == []
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        '"unbalanced rocket',
+        "rocket-skates",
+        "NOT rocket",
+        "rocket AND OR NOT",
+        "^rocket",
+        "text:rocket",
+        "(rocket",
+        "rocket)",
+        "NEAR(rocket skates)",
+        "-rocket",
+        "{rocket}",
+        "rocket + skates",
+        "'rocket'",
+    ],
+)
+async def test_query_syntax_is_plain_text(alice: MemoryScope, query: str) -> None:
+    await _household(alice)
+    result = await alice.search_nodes(query=query)
+    assert _names(result)[:1] == ["Acme"]
+    turns = await alice.recall(query=query)
+    assert turns.turns == []
+
+
+async def test_a_star_is_not_a_prefix_operator(alice: MemoryScope) -> None:
+    await _household(alice)
+    assert (await alice.search_nodes(query="rock*")).hits == []
+
+
+def test_fts_query_quotes_every_word() -> None:
+    assert fts_query('what is "NEAR(x)" AND y*') == '"near" OR "x" OR "y"'
+    assert fts_query("who is it?") == '"who" OR "is" OR "it"'  # only stop words: keep them
+    assert fts_query("?!") is None
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(query=st.text(min_size=1, max_size=200))
+def test_any_text_is_a_safe_query(query: str) -> None:
+    """No input raises from FTS5: the query always parses or is refused as input."""
+    import anyio
+
+    async def run() -> None:
+        async with GraphMemory.open(":memory:") as mem:
+            scope = mem.scope(app="a", user="u")
+            await scope.remember(entity="Acme", facts=["makes rocket skates"])
+            await scope.record_turns(session_id="s", turns=[{"role": "user", "text": "rocket"}])
+            for call in (scope.search_nodes, scope.recall):
+                try:
+                    result = await call(query=query)
+                except InvalidInputError as exc:
+                    assert str(exc).startswith("query: ")
+                else:
+                    assert result is not None
+
+    anyio.run(run)
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("", "query: must not be empty"),
+        ("  ", "query: must not be blank"),
+        ("x" * 1001, "query: 1,001 characters; at most 1,000"),
+    ],
+)
+async def test_query_limits(alice: MemoryScope, query: str, message: str) -> None:
+    with pytest.raises(InvalidInputError, match=f"^{message}"):
+        await alice.search_nodes(query=query)
+    with pytest.raises(InvalidInputError, match=f"^{message}"):
+        await alice.recall(query=query)
