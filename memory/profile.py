@@ -3,13 +3,15 @@ user at the start of a session, bounded and rendered as data (see `render`)."""
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 from .models import ProfileCard, ProfileCardArgs, SearchNodesArgs
 from .queries import ENTITY_VISIBLE, ScopeKey, find_owner, observations_of, relations_of
 from .render import CardEntity, inline, render_card
 from .search import ranked_entities, search_nodes
-from .store import Tx, json_list
+from .store import Tx
 from .temporal import Moment
-from .timestamps import format_time, parse_time
+from .timestamps import format_time
 
 __all__ = ["profile_card", "session_context"]
 
@@ -22,7 +24,6 @@ RECENT_ENTITIES = f"""
     ORDER BY e.changed_at DESC, e.id DESC
     LIMIT :batch
 """
-SELECT_ENTITIES = "SELECT * FROM entity WHERE id IN (SELECT value FROM json_each(:ids))"
 
 
 async def _card_entities(
@@ -32,30 +33,25 @@ async def _card_entities(
     ids = [row["id"] for row in rows]
     facts = await observations_of(tx, scope, owner, ids, at, include_history=False)
     relations = await relations_of(tx, scope, owner, ids, at, False, touching=False)
+    outgoing: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for relation in reversed(relations):  # they come oldest first
+        outgoing[relation.source].append((relation.relation, relation.target))
     entries = []
     for row in rows:
-        texts = [o.text for o in sorted(facts[row["id"]], key=_newest, reverse=True)]
-        outgoing = [
-            (r.relation, r.target)
-            for r in sorted(relations, key=_newest, reverse=True)
-            if r.source == row["name"]
-        ]
-        if not texts and not outgoing:
+        texts = [o.text for o in reversed(facts[row["id"]])]
+        links = outgoing.get(row["name"], [])
+        if not texts and not links:
             continue
         entries.append(
             CardEntity(
                 name=row["name"],
                 entity_type=row["entity_type"],
                 facts=texts[:max_facts],
-                relations=outgoing[:max_facts],
-                more=len(texts) > max_facts or len(outgoing) > max_facts,
+                relations=links[:max_facts],
+                more=len(texts) > max_facts or len(links) > max_facts,
             )
         )
     return entries
-
-
-def _newest(item) -> tuple[int, int]:
-    return parse_time(item.valid_from), parse_time(item.recorded_at)
 
 
 async def profile_card(tx: Tx, scope: ScopeKey, args: ProfileCardArgs) -> ProfileCard:
@@ -69,13 +65,11 @@ async def profile_card(tx: Tx, scope: ScopeKey, args: ProfileCardArgs) -> Profil
     chosen: list[CardEntity] = []
     seen: set[int] = set()
     if args.query:
-        ranked = await ranked_entities(tx, scope, owner, args.query, at, False)
-        ids = [entity_id for entity_id, _ in ranked[:wanted]]
-        rows = {r["id"]: r for r in await tx.all(SELECT_ENTITIES, {"ids": json_list(ids)})}
+        ranked = [row for row, _ in await ranked_entities(tx, scope, owner, args.query, at, False)]
         chosen += await _card_entities(
-            tx, scope, owner, [rows[i] for i in ids], at, args.max_facts_per_entity
+            tx, scope, owner, ranked[:wanted], at, args.max_facts_per_entity
         )
-        seen.update(ids)
+        seen.update(row["id"] for row in ranked[:wanted])
 
     cursor = {"changed_at": 2**62, "id": 2**62}
     while len(chosen) < wanted:

@@ -32,20 +32,18 @@ class ScopeKey:
         return {"owner": owner, "g": GLOBAL, "p": self.project, **extra}
 
 
-SELECT_OWNER = "SELECT id FROM owner WHERE app = :app AND user = :user"
 INSERT_OWNER = "INSERT INTO owner (app, user) VALUES (:app, :user)"
 
 
 async def find_owner(tx: Tx, scope: ScopeKey) -> int | None:
-    row = await tx.one(SELECT_OWNER, {"app": scope.app, "user": scope.user})
-    return row["id"] if row else None
+    """The (app, user) row, looked up when the transaction began; None before any write."""
+    return tx.owner
 
 
 async def ensure_owner(tx: Tx, scope: ScopeKey) -> int:
-    owner = await find_owner(tx, scope)
-    if owner is None:
-        owner = await tx.insert(INSERT_OWNER, {"app": scope.app, "user": scope.user})
-    return owner
+    if tx.owner is None:
+        tx.owner = await tx.insert(INSERT_OWNER, {"app": scope.app, "user": scope.user})
+    return tx.owner
 
 
 # An entity is visible in a context when it was created there or has a fact or

@@ -90,7 +90,7 @@ class MemoryScope:
             replaces=replaces,
             attribute=attribute,
         )
-        async with self._store.write() as tx:
+        async with self._store.write(self.key.app, self.key.user) as tx:
             return await writes.remember(tx, self.key, args)
 
     async def relate(
@@ -116,7 +116,7 @@ class MemoryScope:
             exclusive=exclusive,
             replaces=replaces,
         )
-        async with self._store.write() as tx:
+        async with self._store.write(self.key.app, self.key.user) as tx:
             return await writes.relate(tx, self.key, args)
 
     async def forget(
@@ -130,7 +130,7 @@ class MemoryScope:
         args = parse_arguments(
             ForgetArgs, ids=ids, entities=entities, valid_to=valid_to, reason=reason
         )
-        async with self._store.write() as tx:
+        async with self._store.write(self.key.app, self.key.user) as tx:
             return await writes.forget(tx, self.key, args)
 
     async def search_nodes(
@@ -152,7 +152,7 @@ class MemoryScope:
             known_at=known_at,
             include_history=include_history,
         )
-        async with self._store.read() as tx:
+        async with self._store.read(self.key.app, self.key.user) as tx:
             at = reads.moment(tx, args.as_of, args.known_at)
             return await search.search_nodes(tx, self.key, args, at)
 
@@ -171,7 +171,7 @@ class MemoryScope:
             known_at=known_at,
             include_history=include_history,
         )
-        async with self._store.read() as tx:
+        async with self._store.read(self.key.app, self.key.user) as tx:
             return await reads.open_nodes(tx, self.key, args)
 
     async def read_graph(
@@ -191,7 +191,7 @@ class MemoryScope:
             limit=limit,
             cursor=cursor,
         )
-        async with self._store.read() as tx:
+        async with self._store.read(self.key.app, self.key.user) as tx:
             return await reads.read_graph(tx, self.key, args)
 
     async def profile_card(
@@ -211,20 +211,20 @@ class MemoryScope:
             query=query,
             as_of=as_of,
         )
-        async with self._store.read() as tx:
+        async with self._store.read(self.key.app, self.key.user) as tx:
             return await profile.profile_card(tx, self.key, args)
 
     async def session_context(self, topic: str | None = None) -> str:
         """The recalled-context block for a session's start: the profile card, facts
         relevant to `topic`, and the end of the most recent session, delimited as data."""
         args = parse_arguments(_TopicArgs, topic=topic)
-        async with self._store.read() as tx:
+        async with self._store.read(self.key.app, self.key.user) as tx:
             return await profile.session_context(tx, self.key, args.topic)
 
     async def history(self, entity: str) -> HistoryResult:
         """Every fact and relation an entity ever had, with both time axes."""
         args = parse_arguments(HistoryArgs, entity=entity)
-        async with self._store.read() as tx:
+        async with self._store.read(self.key.app, self.key.user) as tx:
             return await reads.history(tx, self.key, args)
 
     async def recall(
@@ -239,7 +239,7 @@ class MemoryScope:
         args = parse_arguments(
             RecallArgs, query=query, limit=limit, session_id=session_id, after=after, before=before
         )
-        async with self._store.read() as tx:
+        async with self._store.read(self.key.app, self.key.user) as tx:
             return await search.recall(tx, self.key, args)
 
     async def record_turns(
@@ -251,5 +251,5 @@ class MemoryScope:
             session_id=session_id,
             turns=list(turns),
         )
-        async with self._store.write() as tx:
+        async with self._store.write(self.key.app, self.key.user) as tx:
             return await writes.record_turns(tx, self.key, args)

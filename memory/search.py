@@ -8,6 +8,7 @@ only ever characters to look for, never operators.
 from __future__ import annotations
 
 import re
+import sqlite3
 from collections import defaultdict
 
 from .models import (
@@ -65,7 +66,8 @@ RELATION_WEIGHT = 0.5
 CANDIDATES = 500
 
 SEARCH_NAMES = f"""
-    SELECT e.id AS entity_id, bm25(entity_fts, 4.0, 1.0) AS rank
+    SELECT 'name' AS kind, e.id AS entity_id, NULL AS other_id,
+           bm25(entity_fts, 4.0, 1.0) AS rank
     FROM entity_fts JOIN entity e ON e.id = entity_fts.rowid
     WHERE entity_fts MATCH :match AND {ENTITY_VISIBLE}
     ORDER BY rank LIMIT :candidates
@@ -74,7 +76,7 @@ SEARCH_NAMES = f"""
 
 def _search_facts_sql(include_history: bool) -> str:
     return f"""
-        SELECT o.entity_id, bm25(observation_fts) AS rank
+        SELECT 'fact' AS kind, o.entity_id, NULL AS other_id, bm25(observation_fts) AS rank
         FROM observation_fts JOIN observation o ON o.seq = observation_fts.rowid
         WHERE observation_fts MATCH :match AND o.owner_id = :owner AND o.project IN (:g, :p)
           AND {visible_rows_sql("o", include_history)}
@@ -84,12 +86,23 @@ def _search_facts_sql(include_history: bool) -> str:
 
 def _search_relations_sql(include_history: bool) -> str:
     return f"""
-        SELECT r.source_id, r.target_id, bm25(relation_fts) AS rank
+        SELECT 'relation' AS kind, r.source_id AS entity_id, r.target_id AS other_id,
+               bm25(relation_fts) AS rank
         FROM relation_fts JOIN relation r ON r.seq = relation_fts.rowid
         WHERE relation_fts MATCH :match AND r.owner_id = :owner AND r.project IN (:g, :p)
           AND {visible_rows_sql("r", include_history)}
         ORDER BY rank LIMIT :candidates
     """
+
+
+def _search_sql(include_history: bool) -> str:
+    """Names, facts and relations in one statement (one trip to the database thread)."""
+    parts = (
+        SEARCH_NAMES,
+        _search_facts_sql(include_history),
+        _search_relations_sql(include_history),
+    )
+    return " UNION ALL ".join(f"SELECT * FROM ({part})" for part in parts)
 
 
 SELECT_ENTITIES_BY_ID = """
@@ -105,8 +118,8 @@ async def ranked_entities(
     at: Moment,
     include_history: bool,
     entity_type: str | None = None,
-) -> list[tuple[int, float]]:
-    """Entity ids relevant to `query`, best first, with scores normalised to (0, 1]."""
+) -> list[tuple[sqlite3.Row, float]]:
+    """Entities relevant to `query`, best first, with scores normalised to (0, 1]."""
     match = fts_query(query)
     if match is None:
         return []
@@ -114,29 +127,30 @@ async def ranked_entities(
         owner, match=match, as_of=at.as_of, known_at=at.known_at, candidates=CANDIDATES
     )
     scores: dict[int, float] = defaultdict(float)
-    for row in await tx.all(SEARCH_NAMES, params):
-        scores[row["entity_id"]] += NAME_WEIGHT * -row["rank"]
     facts: dict[int, list[float]] = defaultdict(list)
-    for row in await tx.all(_search_facts_sql(include_history), params):
-        facts[row["entity_id"]].append(-row["rank"])
-    for entity_id, ranks in facts.items():
-        best = sorted(ranks, reverse=True)
+    for row in await tx.all(_search_sql(include_history), params):
+        weight = -row["rank"]
+        if row["kind"] == "name":
+            scores[row["entity_id"]] += NAME_WEIGHT * weight
+        elif row["kind"] == "fact":
+            facts[row["entity_id"]].append(weight)
+        else:  # a relation: its source is what it says most about
+            scores[row["entity_id"]] += RELATION_WEIGHT * weight
+            scores[row["other_id"]] += RELATION_WEIGHT / 2 * weight
+    for entity_id, weights in facts.items():
+        best = sorted(weights, reverse=True)
         scores[entity_id] += sum(w * r for w, r in zip(FACT_WEIGHTS, best, strict=False))
-    for row in await tx.all(_search_relations_sql(include_history), params):
-        for entity_id in {row["source_id"], row["target_id"]}:
-            scores[entity_id] += RELATION_WEIGHT * -row["rank"]
     if not scores:
         return []
     rows = await tx.all(SELECT_ENTITIES_BY_ID, {"ids": json_list(scores)})
     if entity_type is not None:
         wanted = match_key(entity_type)
         rows = [row for row in rows if match_key(row["entity_type"]) == wanted]
-    changed = {row["id"]: row["changed_at"] for row in rows}
-    ranked = sorted(changed, key=lambda i: (-scores[i], -changed[i], -i))
-    if not ranked:
+    rows.sort(key=lambda row: (-scores[row["id"]], -row["changed_at"], -row["id"]))
+    if not rows:
         return []
-    best = scores[ranked[0]]
-    return [(entity_id, scores[entity_id] / best) for entity_id in ranked]
+    best_score = scores[rows[0]["id"]]
+    return [(row, scores[row["id"]] / best_score) for row in rows]
 
 
 async def search_nodes(
@@ -145,26 +159,22 @@ async def search_nodes(
     owner = await find_owner(tx, scope)
     if owner is None:
         return SearchNodesResult(hits=[])
-    ranked = (
-        await ranked_entities(
-            tx, scope, owner, args.query, at, args.include_history, args.entity_type
-        )
-    )[: args.limit]
-    ids = [entity_id for entity_id, _ in ranked]
-    rows = {row["id"]: row for row in await tx.all(SELECT_ENTITIES_BY_ID, {"ids": json_list(ids)})}
+    ranked = await ranked_entities(
+        tx, scope, owner, args.query, at, args.include_history, args.entity_type
+    )
+    ranked = ranked[: args.limit]
+    ids = [row["id"] for row, _ in ranked]
     facts = await observations_of(tx, scope, owner, ids, at, args.include_history)
     relations = await relations_of(tx, scope, owner, ids, at, args.include_history, touching=True)
-    hits = []
-    for entity_id, score in ranked:
-        row = rows[entity_id]
-        hits.append(
-            SearchHit(
-                entity=EntityInfo(name=row["name"], entity_type=row["entity_type"]),
-                score=score,
-                observations=facts[entity_id],
-                relations=[r for r in relations if row["name"] in (r.source, r.target)],
-            )
+    hits = [
+        SearchHit(
+            entity=EntityInfo(name=row["name"], entity_type=row["entity_type"]),
+            score=score,
+            observations=facts[row["id"]],
+            relations=[r for r in relations if row["name"] in (r.source, r.target)],
         )
+        for row, score in ranked
+    ]
     return SearchNodesResult(hits=hits)
 
 

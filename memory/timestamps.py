@@ -17,6 +17,7 @@ Clock = Callable[[], int]
 """Returns the current time in microseconds since the Unix epoch (UTC)."""
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_NAIVE_EPOCH = datetime(1970, 1, 1)
 _RFC3339 = re.compile(
     r"(?P<date>\d{4}-\d{2}-\d{2})"
     r"(?:[Tt ](?P<hms>\d{2}:\d{2}:\d{2})(?:\.(?P<frac>\d{1,9}))?"
@@ -84,13 +85,8 @@ def parse_time(value: object, field: str = "time") -> int:
 
 def format_time(micros: int) -> str:
     """RFC 3339 in UTC with a `Z`; six fractional digits only when they are not zero."""
-    moment = _EPOCH + timedelta(microseconds=micros)
-    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
-    if len(text) < 19:  # strftime drops leading zeros of years below 1000 on some libcs
-        text = f"{moment.year:04d}" + text[text.index("-") :]
-    if moment.microsecond:
-        text += f".{moment.microsecond:06d}"
-    return text + "Z"
+    # isoformat() (C code) already omits the fraction when it is zero.
+    return (_NAIVE_EPOCH + timedelta(microseconds=micros)).isoformat() + "Z"
 
 
 def _preview(value: str, limit: int = 60) -> str:
