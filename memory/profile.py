@@ -144,8 +144,7 @@ async def session_context(tx: Tx, scope: ScopeKey, topic: str | None) -> str:
 
     owner = await find_owner(tx, scope)
     if topic and owner is not None:
-        at = Moment(tx.now, tx.now)
-        found = await search_nodes(tx, scope, SearchNodesArgs(query=topic, limit=TOPIC_HITS), at)
+        found = await search_nodes(tx, scope, SearchNodesArgs(query=topic, limit=TOPIC_HITS))
         lines = [
             f"• {inline(hit.entity.name)}: " + "; ".join(inline(o.text) for o in hit.observations)
             for hit in found.hits

@@ -7,8 +7,9 @@ transaction. The MCP tools and CLI commands call these same methods.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -43,6 +44,8 @@ from .validation import Query, parse_arguments
 __all__ = ["MemoryScope"]
 
 Time = str | datetime
+R = TypeVar("R")
+R = TypeVar("R")
 
 
 class _TopicArgs(BaseModel):
@@ -68,6 +71,23 @@ class MemoryScope:
     def project(self) -> str | None:
         return self.key.project or None
 
+    async def _read(
+        self, operation: Callable[..., Awaitable[R]], model: type, **arguments: Any
+    ) -> R:
+        """Validate `arguments` into `model` (nothing is touched if that fails), then run
+        `operation` in one read snapshot."""
+        args = parse_arguments(model, **arguments)
+        async with self._store.read(self.key.app, self.key.user) as tx:
+            return await operation(tx, self.key, args)
+
+    async def _write(
+        self, operation: Callable[..., Awaitable[R]], model: type, **arguments: Any
+    ) -> R:
+        """Validate, then run `operation` in one write transaction."""
+        args = parse_arguments(model, **arguments)
+        async with self._store.write(self.key.app, self.key.user) as tx:
+            return await operation(tx, self.key, args)
+
     def __repr__(self) -> str:
         return f"MemoryScope(app={self.app!r}, user={self.user!r}, project={self.project!r})"
 
@@ -81,7 +101,8 @@ class MemoryScope:
         attribute: str | None = None,
     ) -> RememberResult:
         """Store facts about an entity, creating it if new."""
-        args = parse_arguments(
+        return await self._write(
+            writes.remember,
             RememberArgs,
             entity=entity,
             facts=facts,
@@ -90,8 +111,6 @@ class MemoryScope:
             replaces=replaces,
             attribute=attribute,
         )
-        async with self._store.write(self.key.app, self.key.user) as tx:
-            return await writes.remember(tx, self.key, args)
 
     async def relate(
         self,
@@ -105,7 +124,8 @@ class MemoryScope:
         replaces: Sequence[str] | None = None,
     ) -> RelateResult:
         """Store a typed, directed relation between two entities."""
-        args = parse_arguments(
+        return await self._write(
+            writes.relate,
             RelateArgs,
             source=source,
             relation=relation,
@@ -116,8 +136,6 @@ class MemoryScope:
             exclusive=exclusive,
             replaces=replaces,
         )
-        async with self._store.write(self.key.app, self.key.user) as tx:
-            return await writes.relate(tx, self.key, args)
 
     async def forget(
         self,
@@ -127,11 +145,9 @@ class MemoryScope:
         reason: str | None = None,
     ) -> ForgetResult:
         """Close facts and relations (by id, or all of an entity's); nothing is deleted."""
-        args = parse_arguments(
-            ForgetArgs, ids=ids, entities=entities, valid_to=valid_to, reason=reason
+        return await self._write(
+            writes.forget, ForgetArgs, ids=ids, entities=entities, valid_to=valid_to, reason=reason
         )
-        async with self._store.write(self.key.app, self.key.user) as tx:
-            return await writes.forget(tx, self.key, args)
 
     async def search_nodes(
         self,
@@ -143,7 +159,8 @@ class MemoryScope:
         include_history: bool = False,
     ) -> SearchNodesResult:
         """Entities ranked by relevance to `query`, with their facts and relations."""
-        args = parse_arguments(
+        return await self._read(
+            search.search_nodes,
             SearchNodesArgs,
             query=query,
             limit=limit,
@@ -152,9 +169,6 @@ class MemoryScope:
             known_at=known_at,
             include_history=include_history,
         )
-        async with self._store.read(self.key.app, self.key.user) as tx:
-            at = reads.moment(tx, args.as_of, args.known_at)
-            return await search.search_nodes(tx, self.key, args, at)
 
     async def open_nodes(
         self,
@@ -164,15 +178,14 @@ class MemoryScope:
         include_history: bool = False,
     ) -> OpenNodesResult:
         """Entities by name with their facts, and every relation touching them."""
-        args = parse_arguments(
+        return await self._read(
+            reads.open_nodes,
             OpenNodesArgs,
             names=names,
             as_of=as_of,
             known_at=known_at,
             include_history=include_history,
         )
-        async with self._store.read(self.key.app, self.key.user) as tx:
-            return await reads.open_nodes(tx, self.key, args)
 
     async def read_graph(
         self,
@@ -183,7 +196,8 @@ class MemoryScope:
         cursor: str | None = None,
     ) -> ReadGraphResult:
         """One page of the whole graph, in a stable order."""
-        args = parse_arguments(
+        return await self._read(
+            reads.read_graph,
             ReadGraphArgs,
             as_of=as_of,
             known_at=known_at,
@@ -191,8 +205,6 @@ class MemoryScope:
             limit=limit,
             cursor=cursor,
         )
-        async with self._store.read(self.key.app, self.key.user) as tx:
-            return await reads.read_graph(tx, self.key, args)
 
     async def profile_card(
         self,
@@ -203,7 +215,8 @@ class MemoryScope:
         as_of: Time | None = None,
     ) -> ProfileCard:
         """The compact "who is this user" block for the start of a session."""
-        args = parse_arguments(
+        return await self._read(
+            profile.profile_card,
             ProfileCardArgs,
             max_entities=max_entities,
             max_facts_per_entity=max_facts_per_entity,
@@ -211,8 +224,6 @@ class MemoryScope:
             query=query,
             as_of=as_of,
         )
-        async with self._store.read(self.key.app, self.key.user) as tx:
-            return await profile.profile_card(tx, self.key, args)
 
     async def session_context(self, topic: str | None = None) -> str:
         """The recalled-context block for a session's start: the profile card, facts
@@ -223,9 +234,7 @@ class MemoryScope:
 
     async def history(self, entity: str) -> HistoryResult:
         """Every fact and relation an entity ever had, with both time axes."""
-        args = parse_arguments(HistoryArgs, entity=entity)
-        async with self._store.read(self.key.app, self.key.user) as tx:
-            return await reads.history(tx, self.key, args)
+        return await self._read(reads.history, HistoryArgs, entity=entity)
 
     async def recall(
         self,
@@ -236,20 +245,20 @@ class MemoryScope:
         before: Time | None = None,
     ) -> RecallResult:
         """Past conversation turns ranked by relevance to `query`."""
-        args = parse_arguments(
-            RecallArgs, query=query, limit=limit, session_id=session_id, after=after, before=before
+        return await self._read(
+            search.recall,
+            RecallArgs,
+            query=query,
+            limit=limit,
+            session_id=session_id,
+            after=after,
+            before=before,
         )
-        async with self._store.read(self.key.app, self.key.user) as tx:
-            return await search.recall(tx, self.key, args)
 
     async def record_turns(
         self, session_id: str, turns: Sequence[TurnIn | dict[str, object]]
     ) -> RecordTurnsResult:
         """Append raw conversation turns to the episodic log."""
-        args = parse_arguments(
-            RecordTurnsArgs,
-            session_id=session_id,
-            turns=list(turns),
+        return await self._write(
+            writes.record_turns, RecordTurnsArgs, session_id=session_id, turns=list(turns)
         )
-        async with self._store.write(self.key.app, self.key.user) as tx:
-            return await writes.record_turns(tx, self.key, args)

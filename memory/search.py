@@ -153,9 +153,11 @@ async def ranked_entities(
     return [(row, scores[row["id"]] / best_score) for row in rows]
 
 
-async def search_nodes(
-    tx: Tx, scope: ScopeKey, args: SearchNodesArgs, at: Moment
-) -> SearchNodesResult:
+async def search_nodes(tx: Tx, scope: ScopeKey, args: SearchNodesArgs) -> SearchNodesResult:
+    at = Moment(
+        tx.now if args.as_of is None else args.as_of,
+        tx.now if args.known_at is None else args.known_at,
+    )
     owner = await find_owner(tx, scope)
     if owner is None:
         return SearchNodesResult(hits=[])

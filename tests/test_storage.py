@@ -73,13 +73,20 @@ async def test_concurrent_first_opens_of_a_new_file_both_succeed(db_path: Path) 
             assert [o.text for o in graph.entities[0].observations] == [user]
 
 
+def _version_1_file(path: Path) -> sqlite3.Connection:
+    """A file as chronomem's first schema left it."""
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    for statement in MIGRATIONS[1]:
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    return conn
+
+
 async def test_an_old_version_is_migrated_forward(db_path: Path) -> None:
     """A file at version 1 picks up later steps; at the latest it is left as is."""
-    with sqlite3.connect(db_path) as conn:
-        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-        for statement in MIGRATIONS[1]:
-            conn.execute(statement)
-        conn.execute("PRAGMA user_version = 1")
+    _version_1_file(db_path).close()
     async with GraphMemory.open(db_path) as mem:
         await mem.scope(app="a", user="u").remember(entity="E", facts=["x"])
     with sqlite3.connect(db_path) as conn:
@@ -202,11 +209,7 @@ async def test_processes_opening_a_new_file_at_once_all_succeed(db_path: Path) -
 
 
 async def test_migrating_a_version_1_file_indexes_its_rows(db_path: Path) -> None:
-    with sqlite3.connect(db_path) as conn:
-        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-        for statement in MIGRATIONS[1]:
-            conn.execute(statement)
-        conn.execute("PRAGMA user_version = 1")
+    with _version_1_file(db_path) as conn:
         conn.execute("INSERT INTO owner (id, app, user) VALUES (1, 'a', 'u')")
         conn.execute(
             "INSERT INTO entity (id, owner_id, project, name, name_key, entity_type, recorded_at)"
