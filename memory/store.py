@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 import anyio
@@ -96,9 +97,9 @@ class Store:
             # Wait for other processes (e.g. one creating the file right now) before
             # the first read, not only for writes.
             await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            await _check_file(conn, path)
-            await _configure(conn)
-            await _migrate(conn)
+            await when_not_busy(_check_file, conn, path)
+            await when_not_busy(_configure, conn)
+            await when_not_busy(_migrate, conn)
         except sqlite3.OperationalError as exc:
             await conn.close()
             raise DatabaseFileError(f"cannot open database {path!r}: {exc}") from exc
@@ -132,7 +133,7 @@ class Store:
         """One write transaction for (app, user); rolled back on any exception,
         cancellation included."""
         async with self._lock:
-            await self._conn.execute("BEGIN IMMEDIATE")
+            await when_not_busy(self._conn.execute, "BEGIN IMMEDIATE")
             async with _rollback_on_error(self._conn):
                 yield await self._begin(app, user, advance=True)
 
@@ -143,6 +144,27 @@ class Store:
             await self._conn.execute("BEGIN")
             async with _rollback_on_error(self._conn):
                 yield await self._begin(app, user, advance=False)
+
+
+T = TypeVar("T")
+SQLITE_BUSY, SQLITE_LOCKED = 5, 6
+
+
+async def when_not_busy(step: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """Run `step`, retrying with backoff while another connection holds a lock that
+    SQLite does not wait for by itself (switching to WAL, WAL recovery), up to the
+    busy timeout."""
+    delay = 0.002
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            return await step(*args)
+        except sqlite3.OperationalError as exc:
+            code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+            if code not in (SQLITE_BUSY, SQLITE_LOCKED) or time.monotonic() > deadline:
+                raise
+        await anyio.sleep(delay)
+        delay = min(delay * 2, 0.1)
 
 
 @asynccontextmanager
