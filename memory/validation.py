@@ -145,6 +145,8 @@ def _describe(error: Any) -> str:
         message = str(ctx.get("error", error["msg"]))
         field = str(error["loc"][-1]) if error["loc"] else ""
         return f"{where}: {message.removeprefix(f'{field}: ')}"
+    if value is None and (kind.endswith("_type") or kind == "missing"):
+        return f"{where}: is required"
     if kind.endswith("_type") or kind.endswith("_parsing"):
         expected = kind.split("_")[0]
         expected = {"int": "an integer", "string": "a string", "list": "a list"}.get(

@@ -1,0 +1,146 @@
+"""The `chronomem` command line: `serve` and `token create` (more to come)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import click
+
+from memory import DatabaseFileError
+
+from .auth import Grant, create_token
+from .settings import DEFAULT_HOST, DEFAULT_PORT, Settings, is_loopback, resolve_db
+from .transports import HTTP_PATH, SSE_PATH, TRANSPORTS
+
+__all__ = ["main"]
+
+
+def scope_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--db, --app, --user, --project, with their environment variables and defaults."""
+    options = [
+        click.option("--db", envvar="CHRONOMEM_DB", help="Database file. [default: "
+                     "$XDG_DATA_HOME/chronomem/memory.db]"),
+        click.option("--app", envvar="CHRONOMEM_APP", default="default", show_default=True,
+                     help="The application whose memory to use."),
+        click.option("--user", envvar="CHRONOMEM_USER", default="default", show_default=True,
+                     help="The user whose memory to use."),
+        click.option("--project", envvar="CHRONOMEM_PROJECT", default=None,
+                     help="Work inside this project (global memory stays visible)."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+@click.group()
+@click.version_option(package_name="chronomem")
+def main() -> None:
+    """chronomem: a bi-temporal knowledge-graph memory for AI agents, in one SQLite file."""
+
+
+def client_config(transport: str, host: str, port: int, settings: Settings) -> dict[str, Any]:
+    """The mcpServers entry a client needs to reach this server."""
+    if transport == "stdio":
+        env = {"CHRONOMEM_APP": settings.app, "CHRONOMEM_USER": settings.user}
+        if settings.project:
+            env["CHRONOMEM_PROJECT"] = settings.project
+        entry: dict[str, Any] = {
+            "command": "chronomem",
+            "args": ["serve", "--db", settings.db],
+            "env": env,
+        }
+    else:
+        shown = f"[{host}]" if ":" in host else host
+        path = HTTP_PATH if transport == "http" else SSE_PATH
+        entry = {"type": "http" if transport == "http" else "sse",
+                 "url": f"http://{shown}:{port}{path}"}  # fmt: skip
+        if settings.auth_tokens:
+            entry["headers"] = {"Authorization": "Bearer <token from chronomem token create>"}
+    return {"mcpServers": {"chronomem": entry}}
+
+
+@main.command()
+@scope_options
+@click.option("--transport", type=click.Choice(TRANSPORTS), default="stdio", show_default=True)
+@click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to listen on.")
+@click.option("--port", type=int, default=DEFAULT_PORT, show_default=True)
+@click.option("--auth-tokens", envvar="CHRONOMEM_AUTH_TOKENS", type=click.Path(dir_okay=False),
+              help="Token file: each bearer token maps to its own scope.")  # fmt: skip
+def serve(
+    db: str | None,
+    app: str,
+    user: str,
+    project: str | None,
+    transport: str,
+    host: str,
+    port: int,
+    auth_tokens: str | None,
+) -> None:
+    """Run the MCP server. Example: chronomem serve --transport http"""
+    from .app import build_server  # the SDK loads only for the commands that serve
+    from .transports import serve as run
+
+    settings = Settings(resolve_db(db), app, user, project or None, auth_tokens)
+    if transport == "stdio" and auth_tokens:
+        raise click.UsageError("--auth-tokens applies to --transport sse or http, not stdio")
+    if transport != "stdio" and not is_loopback(host) and not auth_tokens:
+        raise click.UsageError(
+            f"refusing to listen on {host} without authentication: anyone who can reach "
+            "it could read and change this memory. Add --auth-tokens FILE (create tokens "
+            "with `chronomem token create`), or listen on 127.0.0.1."
+        )
+    if auth_tokens and not Path(auth_tokens).exists():
+        raise click.UsageError(f"--auth-tokens: {auth_tokens} does not exist; create a token first")
+    who = "per token" if auth_tokens else (
+        f"app={app!r} user={user!r} project={project!r}"
+    )  # fmt: skip
+    where = "stdio" if transport == "stdio" else f"{transport} on {host}:{port}"
+    click.echo(f"chronomem: serving {settings.db} ({who}) over {where}", err=True)
+    if transport != "stdio":
+        config = json.dumps(client_config(transport, host, port, settings), indent=2)
+        click.echo(f"chronomem: client configuration:\n{config}", err=True)
+    try:
+        anyio.run(run, build_server(settings), settings, transport, host, port)
+    except DatabaseFileError as exc:
+        click.echo(f"chronomem: {exc}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        pass
+
+
+@main.group()
+def token() -> None:
+    """Manage bearer tokens for the HTTP and SSE transports."""
+
+
+@token.command("create")
+@click.option(
+    "--auth-tokens",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="The token file (created if missing); it stores only hashes.",
+)
+@click.option("--app", required=True, help="The application the token may use.")
+@click.option("--user", required=True, help="The user whose memory the token opens.")
+@click.option("--project", default=None, help="Confine the token to this project.")
+@click.option("--read-only", is_flag=True, help="The token may read but not write.")  # fmt: skip
+def token_create(
+    auth_tokens: str, app: str, user: str, project: str | None, read_only: bool
+) -> None:
+    """Create a token and print it, alone, on stdout. It is shown only this once.
+
+    Example: chronomem token create --auth-tokens tokens.json --app coach --user alice
+    """
+    for name, value in (("--app", app), ("--user", user), ("--project", project)):
+        if value is not None and not value.strip():
+            raise click.BadParameter("must not be blank", param_hint=name)
+    click.echo(create_token(auth_tokens, Grant(app, user, project, read_only)))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main(prog_name="chronomem")

@@ -1,0 +1,36 @@
+"""Server settings, read once from flags and the environment by the CLI and passed down."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+
+
+def default_db_path(environ: Mapping[str, str]) -> Path:
+    """`$XDG_DATA_HOME/chronomem/memory.db`, else `~/.local/share/chronomem/memory.db`."""
+    data_home = environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data_home) / "chronomem" / "memory.db"
+
+
+def resolve_db(db: str | None, environ: Mapping[str, str] = os.environ) -> str:
+    """`--db`, else `CHRONOMEM_DB`, else the default location."""
+    return db or environ.get("CHRONOMEM_DB") or str(default_db_path(environ))
+
+
+def is_loopback(host: str) -> bool:
+    return host in LOOPBACK or host.startswith("127.")
+
+
+@dataclass(frozen=True)
+class Settings:
+    db: str
+    app: str = "default"
+    user: str = "default"
+    project: str | None = None
+    auth_tokens: str | None = None  # path of the token file; None: no auth

@@ -1,0 +1,44 @@
+"""Running the server over stdio, SSE or streamable HTTP. The SDK's entry points stay here."""
+
+from __future__ import annotations
+
+import uvicorn
+from mcp.server import MCPServer
+from starlette.types import ASGIApp
+
+from .auth import BearerAuth, TokenFile
+from .settings import Settings
+
+__all__ = ["http_app", "serve"]
+
+TRANSPORTS = ("stdio", "sse", "http")
+HTTP_PATH = "/mcp"
+SSE_PATH = "/sse"
+MESSAGES_PATH = "/messages/"
+
+
+def http_app(server: MCPServer, settings: Settings, transport: str, host: str) -> ASGIApp:
+    """The ASGI app for `sse` or `http`, behind bearer auth when a token file is set."""
+    if transport == "sse":
+        app: ASGIApp = server.sse_app(sse_path=SSE_PATH, message_path=MESSAGES_PATH, host=host)
+    else:
+        app = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
+    if settings.auth_tokens is not None:
+        app = BearerAuth(app, TokenFile(settings.auth_tokens))
+    return app
+
+
+async def serve(
+    server: MCPServer, settings: Settings, transport: str, host: str, port: int
+) -> None:
+    if transport == "stdio":
+        await server.run_stdio_async()
+        return
+    config = uvicorn.Config(
+        http_app(server, settings, transport, host),
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+    )
+    await uvicorn.Server(config).serve()
