@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint format run bench clean
+.PHONY: install test lint format run demo clean
 
 install: $(STAMP)
 
@@ -25,7 +25,12 @@ format: install
 test: lint
 	$(BIN)/python -m pytest
 
+# The MCP server over streamable HTTP on loopback, with the default database; it
+# prints the client configuration to paste. Stop it with Ctrl-C.
 run: install
+	$(BIN)/chronomem serve --transport http --host 127.0.0.1 --port 8765
+
+demo: install
 	$(BIN)/python -m memory
 
 clean:

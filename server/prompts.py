@@ -39,7 +39,11 @@ def register(server: MCPServer) -> None:
         """How to curate memory: what to remember, how to keep it true, when to recall."""
         return GUIDELINES
 
-    @server.prompt(name="session_context")
+    @server.prompt(
+        name="session_context",
+        description="The recalled context for the start of a session: the profile card, "
+        "facts relevant to the optional topic, and the end of the most recent session.",
+    )
     async def session_context(topic: str | None = None) -> str:
         """The recalled context for the start of a session: the profile card, facts
         relevant to the optional topic, and the end of the most recent session."""

@@ -262,7 +262,12 @@ TOOLS: list[tuple[Callable[..., Any], type[BaseModel], ToolAnnotations]] = [
 def build_tools() -> list[Tool]:
     tools = []
     for fn, arguments, hints in TOOLS:
-        tool = Tool.from_function(fn, annotations=hints, structured_output=True)
+        tool = Tool.from_function(
+            fn,
+            description=inspect.cleandoc(fn.__doc__ or ""),
+            annotations=hints,
+            structured_output=True,
+        )
         tool.parameters = arguments.model_json_schema()
         tools.append(tool)
     return tools
