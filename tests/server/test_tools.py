@@ -166,3 +166,17 @@ async def test_bad_input_is_a_tool_error_with_the_engines_message(
 
 async def test_an_unknown_tool_is_an_error(client: Client) -> None:
     assert "unknown" in (await error(client, "delete_everything")).lower()
+
+
+async def test_an_unexpected_failure_is_a_short_message_without_internals(
+    client: Client, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from memory import MemoryScope
+
+    async def broken(self, **_: Any) -> None:
+        raise RuntimeError("internal detail: table turn is on fire")
+
+    monkeypatch.setattr(MemoryScope, "recall", broken)
+    text = await error(client, "recall", query="x")
+    assert text == "Error executing tool recall"
+    assert "on fire" in caplog.text  # logged on the server side, with its traceback
