@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .models import ProfileCard, ProfileCardArgs, SearchNodesArgs
-from .queries import ENTITY_VISIBLE, ScopeKey, find_owner, observations_of, relations_of
+from .queries import ENTITY_VISIBLE, ScopeKey, find_owner
 from .render import CardEntity, inline, render_card
 from .search import ranked_entities, search_nodes
-from .store import Tx
-from .temporal import Moment
+from .store import Tx, json_list
+from .temporal import Moment, visible_rows_sql
 from .timestamps import format_time
 
 __all__ = ["profile_card", "session_context"]
@@ -26,37 +26,59 @@ RECENT_ENTITIES = f"""
 """
 
 
-async def _card_entities(
+# The card needs only texts and names: these read them without building full models.
+CARD_FACTS = f"""
+    SELECT o.entity_id, o.text FROM observation o
+    WHERE o.entity_id IN (SELECT value FROM json_each(:entities))
+      AND o.project IN (:g, :p) AND {visible_rows_sql("o", False)}
+    ORDER BY o.valid_from DESC, o.recorded_at DESC, o.seq DESC
+"""
+CARD_RELATIONS = f"""
+    SELECT r.source_id, r.relation, t.name AS target_name
+    FROM relation r JOIN entity t ON t.id = r.target_id
+    WHERE r.source_id IN (SELECT value FROM json_each(:entities))
+      AND r.project IN (:g, :p) AND {visible_rows_sql("r", False)}
+    ORDER BY r.valid_from DESC, r.recorded_at DESC, r.seq DESC
+"""
+
+
+def _card_entities(
     tx: Tx, scope: ScopeKey, owner: int, rows: list, at: Moment, max_facts: int
 ) -> list[CardEntity]:
-    """Card entries for `rows`, in order, leaving out entities with nothing current."""
-    ids = [row["id"] for row in rows]
-    facts = await observations_of(tx, scope, owner, ids, at, include_history=False)
-    relations = await relations_of(tx, scope, owner, ids, at, False, touching=False)
-    outgoing: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    for relation in reversed(relations):  # they come oldest first
-        outgoing[relation.source].append((relation.relation, relation.target))
+    """Card entries for `rows`, in order, leaving out entities with nothing current.
+    Facts and relations come newest first."""
+    params = scope.params(
+        owner,
+        entities=json_list(row["id"] for row in rows),
+        as_of=at.as_of,
+        known_at=at.known_at,
+    )
+    facts: dict[int, list[str]] = defaultdict(list)
+    for fact in tx.all(CARD_FACTS, params):
+        facts[fact["entity_id"]].append(fact["text"])
+    links: dict[int, list[tuple[str, str]]] = defaultdict(list)
+    for link in tx.all(CARD_RELATIONS, params):
+        links[link["source_id"]].append((link["relation"], link["target_name"]))
     entries = []
     for row in rows:
-        texts = [o.text for o in reversed(facts[row["id"]])]
-        links = outgoing.get(row["name"], [])
-        if not texts and not links:
+        texts, outgoing = facts[row["id"]], links[row["id"]]
+        if not texts and not outgoing:
             continue
         entries.append(
             CardEntity(
                 name=row["name"],
                 entity_type=row["entity_type"],
                 facts=texts[:max_facts],
-                relations=links[:max_facts],
-                more=len(texts) > max_facts or len(links) > max_facts,
+                relations=outgoing[:max_facts],
+                more=len(texts) > max_facts or len(outgoing) > max_facts,
             )
         )
     return entries
 
 
-async def profile_card(tx: Tx, scope: ScopeKey, args: ProfileCardArgs) -> ProfileCard:
+def profile_card(tx: Tx, scope: ScopeKey, args: ProfileCardArgs) -> ProfileCard:
     at = Moment(tx.now if args.as_of is None else args.as_of, tx.now)
-    owner = await find_owner(tx, scope)
+    owner = find_owner(tx, scope)
     if owner is None:
         card = render_card([], args.max_chars, more=False)
         return ProfileCard(text=card.text, entities=[], truncated=False)
@@ -65,15 +87,13 @@ async def profile_card(tx: Tx, scope: ScopeKey, args: ProfileCardArgs) -> Profil
     chosen: list[CardEntity] = []
     seen: set[int] = set()
     if args.query:
-        ranked = [row for row, _ in await ranked_entities(tx, scope, owner, args.query, at, False)]
-        chosen += await _card_entities(
-            tx, scope, owner, ranked[:wanted], at, args.max_facts_per_entity
-        )
+        ranked = [row for row, _ in ranked_entities(tx, scope, owner, args.query, at, False)]
+        chosen += _card_entities(tx, scope, owner, ranked[:wanted], at, args.max_facts_per_entity)
         seen.update(row["id"] for row in ranked[:wanted])
 
     cursor = {"changed_at": 2**62, "id": 2**62}
     while len(chosen) < wanted:
-        batch = await tx.all(
+        batch = tx.all(
             RECENT_ENTITIES,
             scope.params(owner, known_at=at.known_at, batch=wanted * 2, **cursor),
         )
@@ -82,7 +102,7 @@ async def profile_card(tx: Tx, scope: ScopeKey, args: ProfileCardArgs) -> Profil
         cursor = {"changed_at": batch[-1]["changed_at"], "id": batch[-1]["id"]}
         fresh = [row for row in batch if row["id"] not in seen]
         seen.update(row["id"] for row in fresh)
-        chosen += await _card_entities(tx, scope, owner, fresh, at, args.max_facts_per_entity)
+        chosen += _card_entities(tx, scope, owner, fresh, at, args.max_facts_per_entity)
 
     card = render_card(
         chosen[: args.max_entities], args.max_chars, more=len(chosen) > args.max_entities
@@ -135,16 +155,16 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-async def session_context(tx: Tx, scope: ScopeKey, topic: str | None) -> str:
+def session_context(tx: Tx, scope: ScopeKey, topic: str | None) -> str:
     """The recalled-context block for the start of a session: the profile card, the
     facts most relevant to `topic`, and the last turns of the most recent session,
     each part bounded, the whole delimited as data."""
-    card = await profile_card(tx, scope, ProfileCardArgs(max_chars=CARD_CHARS))
+    card = profile_card(tx, scope, ProfileCardArgs(max_chars=CARD_CHARS))
     parts = [CONTEXT_OPEN, CONTEXT_PREAMBLE, "", card.text]
 
-    owner = await find_owner(tx, scope)
+    owner = find_owner(tx, scope)
     if topic and owner is not None:
-        found = await search_nodes(tx, scope, SearchNodesArgs(query=topic, limit=TOPIC_HITS))
+        found = search_nodes(tx, scope, SearchNodesArgs(query=topic, limit=TOPIC_HITS))
         lines = [
             f"• {inline(hit.entity.name)}: " + "; ".join(inline(o.text) for o in hit.observations)
             for hit in found.hits
@@ -159,9 +179,9 @@ async def session_context(tx: Tx, scope: ScopeKey, topic: str | None) -> str:
             ]
 
     if owner is not None:
-        last = await tx.one(LAST_SESSION, scope.params(owner))
+        last = tx.one(LAST_SESSION, scope.params(owner))
         if last is not None:
-            turns = await tx.all(
+            turns = tx.all(
                 SESSION_TAIL,
                 scope.params(owner, session_id=last["session_id"], limit=LAST_TURNS),
             )

@@ -35,14 +35,14 @@ class ScopeKey:
 INSERT_OWNER = "INSERT INTO owner (app, user) VALUES (:app, :user)"
 
 
-async def find_owner(tx: Tx, scope: ScopeKey) -> int | None:
+def find_owner(tx: Tx, scope: ScopeKey) -> int | None:
     """The (app, user) row, looked up when the transaction began; None before any write."""
     return tx.owner
 
 
-async def ensure_owner(tx: Tx, scope: ScopeKey) -> int:
+def ensure_owner(tx: Tx, scope: ScopeKey) -> int:
     if tx.owner is None:
-        tx.owner = await tx.insert(INSERT_OWNER, {"app": scope.app, "user": scope.user})
+        tx.owner = tx.insert(INSERT_OWNER, {"app": scope.app, "user": scope.user})
     return tx.owner
 
 
@@ -66,22 +66,22 @@ SELECT_VISIBLE_ENTITIES = f"""
 """
 
 
-async def visible_entities(
+def visible_entities(
     tx: Tx, scope: ScopeKey, owner: int | None, keys: Sequence[str], known_at: int
 ) -> dict[str, sqlite3.Row]:
     """The entities with these name keys that a read at `known_at` sees, by key."""
     if owner is None or not keys:
         return {}
-    rows = await tx.all(
+    rows = tx.all(
         SELECT_VISIBLE_ENTITIES, scope.params(owner, keys=json_list(keys), known_at=known_at)
     )
     return {row["name_key"]: row for row in rows}
 
 
-async def visible_entity(
+def visible_entity(
     tx: Tx, scope: ScopeKey, owner: int | None, key: str, known_at: int
 ) -> sqlite3.Row | None:
-    return (await visible_entities(tx, scope, owner, [key], known_at)).get(key)
+    return (visible_entities(tx, scope, owner, [key], known_at)).get(key)
 
 
 def _observations_sql(include_history: bool) -> str:
@@ -113,7 +113,7 @@ def _relations_sql(include_history: bool, touching: bool) -> str:
     """
 
 
-async def observations_of(
+def observations_of(
     tx: Tx,
     scope: ScopeKey,
     owner: int,
@@ -123,7 +123,7 @@ async def observations_of(
 ) -> dict[int, list[Observation]]:
     """Each entity's observations visible at `at`, oldest first."""
     found: dict[int, list[Observation]] = {entity_id: [] for entity_id in entity_ids}
-    rows = await tx.all(
+    rows = tx.all(
         _observations_sql(include_history),
         scope.params(owner, entities=json_list(entity_ids), as_of=at.as_of, known_at=at.known_at),
     )
@@ -132,7 +132,7 @@ async def observations_of(
     return found
 
 
-async def relations_of(
+def relations_of(
     tx: Tx,
     scope: ScopeKey,
     owner: int,
@@ -143,7 +143,7 @@ async def relations_of(
     touching: bool,
 ) -> list[Relation]:
     """Relations from (or, with `touching`, also to) the entities, visible at `at`."""
-    rows = await tx.all(
+    rows = tx.all(
         _relations_sql(include_history, touching),
         scope.params(owner, entities=json_list(entity_ids), as_of=at.as_of, known_at=at.known_at),
     )

@@ -41,11 +41,11 @@ def moment(tx: Tx, as_of: int | None, known_at: int | None) -> Moment:
     )
 
 
-async def open_nodes(tx: Tx, scope: ScopeKey, args: OpenNodesArgs) -> OpenNodesResult:
+def open_nodes(tx: Tx, scope: ScopeKey, args: OpenNodesArgs) -> OpenNodesResult:
     at = moment(tx, args.as_of, args.known_at)
-    owner = await find_owner(tx, scope)
+    owner = find_owner(tx, scope)
     keys = list(dict.fromkeys(match_key(name) for name in args.names))
-    found = await visible_entities(tx, scope, owner, keys, at.known_at)
+    found = visible_entities(tx, scope, owner, keys, at.known_at)
     rows = {}
     missing: list[str] = []
     for name in args.names:
@@ -57,8 +57,8 @@ async def open_nodes(tx: Tx, scope: ScopeKey, args: OpenNodesArgs) -> OpenNodesR
     if owner is None or not rows:
         return OpenNodesResult(entities=[], relations=[], missing=missing)
     ids = [row["id"] for row in rows.values()]
-    facts = await observations_of(tx, scope, owner, ids, at, args.include_history)
-    relations = await relations_of(tx, scope, owner, ids, at, args.include_history, touching=True)
+    facts = observations_of(tx, scope, owner, ids, at, args.include_history)
+    relations = relations_of(tx, scope, owner, ids, at, args.include_history, touching=True)
     entities = [
         Entity(name=row["name"], entity_type=row["entity_type"], observations=facts[row["id"]])
         for row in rows.values()
@@ -93,20 +93,20 @@ def _decode_cursor(cursor: str | None) -> int:
     )
 
 
-async def read_graph(tx: Tx, scope: ScopeKey, args: ReadGraphArgs) -> ReadGraphResult:
+def read_graph(tx: Tx, scope: ScopeKey, args: ReadGraphArgs) -> ReadGraphResult:
     at = moment(tx, args.as_of, args.known_at)
     after = _decode_cursor(args.cursor)
-    owner = await find_owner(tx, scope)
+    owner = find_owner(tx, scope)
     if owner is None:
         return ReadGraphResult(entities=[], relations=[], total_entities=0, next_cursor=None)
     params = scope.params(owner, known_at=at.known_at)
-    total_row = await tx.one(COUNT_VISIBLE, params)
-    page = await tx.all(SELECT_PAGE, {**params, "after": after, "limit": args.limit + 1})
+    total_row = tx.one(COUNT_VISIBLE, params)
+    page = tx.all(SELECT_PAGE, {**params, "after": after, "limit": args.limit + 1})
     has_more = len(page) > args.limit
     page = page[: args.limit]
     ids = [row["id"] for row in page]
-    facts = await observations_of(tx, scope, owner, ids, at, args.include_history)
-    relations = await relations_of(tx, scope, owner, ids, at, args.include_history, touching=False)
+    facts = observations_of(tx, scope, owner, ids, at, args.include_history)
+    relations = relations_of(tx, scope, owner, ids, at, args.include_history, touching=False)
     return ReadGraphResult(
         entities=[
             Entity(name=row["name"], entity_type=row["entity_type"], observations=facts[row["id"]])
@@ -118,16 +118,14 @@ async def read_graph(tx: Tx, scope: ScopeKey, args: ReadGraphArgs) -> ReadGraphR
     )
 
 
-async def history(tx: Tx, scope: ScopeKey, args: HistoryArgs) -> HistoryResult:
-    owner = await find_owner(tx, scope)
-    row = await visible_entity(tx, scope, owner, match_key(args.entity), tx.now)
+def history(tx: Tx, scope: ScopeKey, args: HistoryArgs) -> HistoryResult:
+    owner = find_owner(tx, scope)
+    row = visible_entity(tx, scope, owner, match_key(args.entity), tx.now)
     if owner is None or row is None:
         raise InvalidInputError(f"entity: no entity named {args.entity!r} in this scope")
     at = Moment(tx.now, tx.now)
-    facts = await observations_of(tx, scope, owner, [row["id"]], at, include_history=True)
-    relations = await relations_of(
-        tx, scope, owner, [row["id"]], at, include_history=True, touching=True
-    )
+    facts = observations_of(tx, scope, owner, [row["id"]], at, include_history=True)
+    relations = relations_of(tx, scope, owner, [row["id"]], at, include_history=True, touching=True)
     timeline = sorted(
         [*facts[row["id"]], *relations],
         key=lambda item: (parse_time(item.valid_from), parse_time(item.recorded_at)),

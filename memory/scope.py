@@ -7,7 +7,7 @@ transaction. The MCP tools and CLI commands call these same methods.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -71,22 +71,20 @@ class MemoryScope:
     def project(self) -> str | None:
         return self.key.project or None
 
-    async def _read(
-        self, operation: Callable[..., Awaitable[R]], model: type, **arguments: Any
-    ) -> R:
+    async def _read(self, operation: Callable[..., R], model: type, **arguments: Any) -> R:
         """Validate `arguments` into `model` (nothing is touched if that fails), then run
         `operation` in one read snapshot."""
         args = parse_arguments(model, **arguments)
-        async with self._store.read(self.key.app, self.key.user) as tx:
-            return await operation(tx, self.key, args)
+        return await self._store.read(
+            self.key.app, self.key.user, lambda tx: operation(tx, self.key, args)
+        )
 
-    async def _write(
-        self, operation: Callable[..., Awaitable[R]], model: type, **arguments: Any
-    ) -> R:
+    async def _write(self, operation: Callable[..., R], model: type, **arguments: Any) -> R:
         """Validate, then run `operation` in one write transaction."""
         args = parse_arguments(model, **arguments)
-        async with self._store.write(self.key.app, self.key.user) as tx:
-            return await operation(tx, self.key, args)
+        return await self._store.write(
+            self.key.app, self.key.user, lambda tx: operation(tx, self.key, args)
+        )
 
     def __repr__(self) -> str:
         return f"MemoryScope(app={self.app!r}, user={self.user!r}, project={self.project!r})"
@@ -229,8 +227,11 @@ class MemoryScope:
         """The recalled-context block for a session's start: the profile card, facts
         relevant to `topic`, and the end of the most recent session, delimited as data."""
         args = parse_arguments(_TopicArgs, topic=topic)
-        async with self._store.read(self.key.app, self.key.user) as tx:
-            return await profile.session_context(tx, self.key, args.topic)
+        return await self._store.read(
+            self.key.app,
+            self.key.user,
+            lambda tx: profile.session_context(tx, self.key, args.topic),
+        )
 
     async def history(self, entity: str) -> HistoryResult:
         """Every fact and relation an entity ever had, with both time axes."""

@@ -110,7 +110,7 @@ SELECT_ENTITIES_BY_ID = """
 """
 
 
-async def ranked_entities(
+def ranked_entities(
     tx: Tx,
     scope: ScopeKey,
     owner: int,
@@ -128,7 +128,7 @@ async def ranked_entities(
     )
     scores: dict[int, float] = defaultdict(float)
     facts: dict[int, list[float]] = defaultdict(list)
-    for row in await tx.all(_search_sql(include_history), params):
+    for row in tx.all(_search_sql(include_history), params):
         weight = -row["rank"]
         if row["kind"] == "name":
             scores[row["entity_id"]] += NAME_WEIGHT * weight
@@ -142,7 +142,7 @@ async def ranked_entities(
         scores[entity_id] += sum(w * r for w, r in zip(FACT_WEIGHTS, best, strict=False))
     if not scores:
         return []
-    rows = await tx.all(SELECT_ENTITIES_BY_ID, {"ids": json_list(scores)})
+    rows = tx.all(SELECT_ENTITIES_BY_ID, {"ids": json_list(scores)})
     if entity_type is not None:
         wanted = match_key(entity_type)
         rows = [row for row in rows if match_key(row["entity_type"]) == wanted]
@@ -153,21 +153,21 @@ async def ranked_entities(
     return [(row, scores[row["id"]] / best_score) for row in rows]
 
 
-async def search_nodes(tx: Tx, scope: ScopeKey, args: SearchNodesArgs) -> SearchNodesResult:
+def search_nodes(tx: Tx, scope: ScopeKey, args: SearchNodesArgs) -> SearchNodesResult:
     at = Moment(
         tx.now if args.as_of is None else args.as_of,
         tx.now if args.known_at is None else args.known_at,
     )
-    owner = await find_owner(tx, scope)
+    owner = find_owner(tx, scope)
     if owner is None:
         return SearchNodesResult(hits=[])
-    ranked = await ranked_entities(
+    ranked = ranked_entities(
         tx, scope, owner, args.query, at, args.include_history, args.entity_type
     )
     ranked = ranked[: args.limit]
     ids = [row["id"] for row, _ in ranked]
-    facts = await observations_of(tx, scope, owner, ids, at, args.include_history)
-    relations = await relations_of(tx, scope, owner, ids, at, args.include_history, touching=True)
+    facts = observations_of(tx, scope, owner, ids, at, args.include_history)
+    relations = relations_of(tx, scope, owner, ids, at, args.include_history, touching=True)
     hits = [
         SearchHit(
             entity=EntityInfo(name=row["name"], entity_type=row["entity_type"]),
@@ -216,12 +216,12 @@ def session_scores(candidates: list[tuple[int, str, float]]) -> dict[int, float]
     return scores
 
 
-async def recall(tx: Tx, scope: ScopeKey, args: RecallArgs) -> RecallResult:
-    owner = await find_owner(tx, scope)
+def recall(tx: Tx, scope: ScopeKey, args: RecallArgs) -> RecallResult:
+    owner = find_owner(tx, scope)
     match = fts_query(args.query)
     if owner is None or match is None:
         return RecallResult(turns=[])
-    candidates = await tx.all(
+    candidates = tx.all(
         RECALL_CANDIDATES_SQL,
         scope.params(
             owner,
@@ -236,7 +236,7 @@ async def recall(tx: Tx, scope: ScopeKey, args: RecallArgs) -> RecallResult:
         return RecallResult(turns=[])
     scores = session_scores([(r["seq"], r["session_id"], -r["rank"]) for r in candidates])
     top = sorted(scores, key=lambda seq: (-scores[seq], -seq))[: args.limit]
-    rows = {r["seq"]: r for r in await tx.all(SELECT_TURNS, {"seqs": json_list(top)})}
+    rows = {r["seq"]: r for r in tx.all(SELECT_TURNS, {"seqs": json_list(top)})}
     best = scores[top[0]]
     return RecallResult(
         turns=[

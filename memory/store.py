@@ -1,8 +1,10 @@
-"""The SQLite connection: opening, checking, migrating, and one-at-a-time transactions.
+"""The SQLite connection: opening, checking, migrating, and one transaction per operation.
 
-One aiosqlite connection serves a `GraphMemory`; operations take turns on it under a
-lock, each inside one transaction (writes `BEGIN IMMEDIATE`, reads a snapshot), so a
-multi-statement operation never sees or leaves half of another.
+One aiosqlite connection serves a `GraphMemory`. Each operation is a plain function
+over a `Tx` that aiosqlite's database thread runs whole, inside one transaction
+(writes `BEGIN IMMEDIATE`, reads a snapshot): one trip between the event loop and
+that thread per operation, however many statements it runs, and operations never
+interleave, since the thread takes them one at a time.
 """
 
 from __future__ import annotations
@@ -10,13 +12,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import aiosqlite
-import anyio
 
 from .errors import DatabaseFileError
 from .schema import APPLICATION_ID, LATEST_VERSION, MIGRATIONS
@@ -25,9 +25,11 @@ from .timestamps import Clock
 __all__ = ["Store", "Tx", "json_list"]
 
 Params = Mapping[str, Any] | Sequence[Any]
+T = TypeVar("T")
 BUSY_TIMEOUT_MS = 10_000
+SQLITE_BUSY, SQLITE_LOCKED = 5, 6
 # Each transaction starts with one statement that reads the transaction time and
-# finds the (app, user) owner row: one trip to the database thread instead of two.
+# finds the (app, user) owner row.
 SELECT_OWNER = "(SELECT id FROM owner WHERE app = :app AND user = :user)"
 READ_CLOCK = f"SELECT max(last, :clock), {SELECT_OWNER} FROM tx_clock WHERE id = 1"
 ADVANCE_CLOCK = f"""
@@ -44,39 +46,49 @@ def json_list(values: Iterable[Any]) -> str:
 class Tx:
     """The statements of one transaction, and the transaction time it writes with."""
 
-    def __init__(self, conn: aiosqlite.Connection, now: int, owner: int | None) -> None:
+    def __init__(self, conn: sqlite3.Connection, now: int, owner: int | None) -> None:
         self._conn = conn
         self.now = now
         self.owner = owner  # the (app, user) row, None until that user's first write
 
-    # Each method is one trip to the connection's thread: the trips, not SQLite,
-    # dominate the cost of a small operation.
-    async def all(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
-        return list(await self._conn.execute_fetchall(sql, params))
+    def all(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
+        return self._conn.execute(sql, params).fetchall()
 
-    async def one(self, sql: str, params: Params = ()) -> sqlite3.Row | None:
-        rows = await self._conn.execute_fetchall(sql, params)
-        return next(iter(rows), None)
+    def one(self, sql: str, params: Params = ()) -> sqlite3.Row | None:
+        return self._conn.execute(sql, params).fetchone()
 
-    async def insert(self, sql: str, params: Params = ()) -> int:
+    def insert(self, sql: str, params: Params = ()) -> int:
         """Execute one INSERT; returns the new rowid."""
-        row = await self._conn.execute_insert(sql, params)
-        return row[0] if row else 0
+        return self._conn.execute(sql, params).lastrowid or 0
 
-    async def run(self, sql: str, params: Params = ()) -> None:
-        await self._conn.execute_fetchall(sql, params)
+    def run(self, sql: str, params: Params = ()) -> None:
+        self._conn.execute(sql, params)
 
-    async def run_many(self, sql: str, rows: Iterable[Params]) -> None:
-        rows = list(rows)
-        if rows:
-            await self._conn.executemany(sql, rows)
+    def run_many(self, sql: str, rows: Iterable[Params]) -> None:
+        self._conn.executemany(sql, rows)
+
+
+def when_not_busy(step: Callable[..., T], *args: Any) -> T:
+    """Run `step`, retrying with backoff while another connection holds a lock that
+    SQLite does not wait for by itself (switching to WAL, WAL recovery), up to the
+    busy timeout. Runs on the database thread, which has nothing else to do meanwhile."""
+    delay = 0.002
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            return step(*args)
+        except sqlite3.OperationalError as exc:
+            code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+            if code not in (SQLITE_BUSY, SQLITE_LOCKED) or time.monotonic() > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
 
 
 class Store:
     def __init__(self, conn: aiosqlite.Connection, clock: Clock, path: str) -> None:
         self._conn = conn
         self._clock = clock
-        self._lock = anyio.Lock()
         self.path = path
 
     @classmethod
@@ -93,13 +105,9 @@ class Store:
         except sqlite3.Error as exc:
             raise DatabaseFileError(f"cannot open database {path!r}: {exc}") from exc
         conn.row_factory = sqlite3.Row
+        store = cls(conn, clock, path)
         try:
-            # Wait for other processes (e.g. one creating the file right now) before
-            # the first read, not only for writes.
-            await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            await when_not_busy(_check_file, conn, path)
-            await when_not_busy(_configure, conn)
-            await when_not_busy(_migrate, conn)
+            await store._in_thread(_prepare, path)
         except sqlite3.OperationalError as exc:
             await conn.close()
             raise DatabaseFileError(f"cannot open database {path!r}: {exc}") from exc
@@ -111,87 +119,74 @@ class Store:
         except BaseException:
             await conn.close()
             raise
-        return cls(conn, clock, path)
+        return store
 
     async def close(self) -> None:
-        async with self._lock:
-            await self._conn.close()
+        await self._conn.close()
 
-    async def _begin(self, app: str, user: str, *, advance: bool) -> Tx:
-        """Transaction time: the clock, but never behind a time already handed out by
-        any process sharing the file. A write takes a strictly later time than every
-        earlier write, so `known_at` tells apart writes one microsecond apart."""
-        rows = await self._conn.execute_fetchall(
-            ADVANCE_CLOCK if advance else READ_CLOCK,
-            {"clock": self._clock(), "app": app, "user": user},
-        )
-        now, owner = next(iter(rows))
-        return Tx(self._conn, now, owner)
+    async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn(connection, *args)` on aiosqlite's database thread.
 
-    @asynccontextmanager
-    async def write(self, app: str, user: str) -> AsyncIterator[Tx]:
-        """One write transaction for (app, user); rolled back on any exception,
-        cancellation included."""
-        async with self._lock:
-            await when_not_busy(self._conn.execute, "BEGIN IMMEDIATE")
-            async with _rollback_on_error(self._conn):
-                yield await self._begin(app, user, advance=True)
+        aiosqlite has no public call for this; `_execute` is how its own methods
+        reach the thread (stable since aiosqlite 0.17; the version is pinned).
+        """
+        connection = self._conn._conn  # the sqlite3 connection, used only on its thread
+        return await self._conn._execute(fn, connection, *args)
 
-    @asynccontextmanager
-    async def read(self, app: str, user: str) -> AsyncIterator[Tx]:
-        """One read snapshot for (app, user): every statement sees the same state."""
-        async with self._lock:
-            await self._conn.execute("BEGIN")
-            async with _rollback_on_error(self._conn):
-                yield await self._begin(app, user, advance=False)
+    async def write(self, app: str, user: str, operation: Callable[[Tx], T]) -> T:
+        """Run `operation` in one write transaction for (app, user); any exception
+        rolls the whole of it back."""
+        return await self._in_thread(self._transaction, app, user, operation, True)
 
+    async def read(self, app: str, user: str, operation: Callable[[Tx], T]) -> T:
+        """Run `operation` in one read snapshot for (app, user)."""
+        return await self._in_thread(self._transaction, app, user, operation, False)
 
-T = TypeVar("T")
-SQLITE_BUSY, SQLITE_LOCKED = 5, 6
-
-
-async def when_not_busy(step: Callable[..., Awaitable[T]], *args: Any) -> T:
-    """Run `step`, retrying with backoff while another connection holds a lock that
-    SQLite does not wait for by itself (switching to WAL, WAL recovery), up to the
-    busy timeout."""
-    delay = 0.002
-    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-    while True:
+    def _transaction(
+        self,
+        conn: sqlite3.Connection,
+        app: str,
+        user: str,
+        operation: Callable[[Tx], T],
+        write: bool,
+    ) -> T:
+        when_not_busy(conn.execute, "BEGIN IMMEDIATE" if write else "BEGIN")
         try:
-            return await step(*args)
-        except sqlite3.OperationalError as exc:
-            code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-            if code not in (SQLITE_BUSY, SQLITE_LOCKED) or time.monotonic() > deadline:
-                raise
-        await anyio.sleep(delay)
-        delay = min(delay * 2, 0.1)
+            # Transaction time: the clock, but never behind a time already handed out
+            # by any process sharing the file. A write takes a strictly later time than
+            # every earlier write, so `known_at` tells apart writes a microsecond apart.
+            now, owner = conn.execute(
+                ADVANCE_CLOCK if write else READ_CLOCK,
+                {"clock": self._clock(), "app": app, "user": user},
+            ).fetchone()
+            result = operation(Tx(conn, now, owner))
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return result
 
 
-@asynccontextmanager
-async def _rollback_on_error(conn: aiosqlite.Connection) -> AsyncIterator[None]:
-    try:
-        yield
-    except BaseException:
-        with anyio.CancelScope(shield=True):
-            await conn.execute("ROLLBACK")
-        raise
-    else:
-        await conn.execute("COMMIT")
+def _prepare(conn: sqlite3.Connection, path: str) -> None:
+    # Wait for other processes (e.g. one creating the file right now) before the
+    # first read, not only for writes.
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    when_not_busy(_check_file, conn, path)
+    when_not_busy(_configure, conn)
+    when_not_busy(_migrate, conn)
 
 
-async def _pragma(conn: aiosqlite.Connection, name: str) -> Any:
-    async with conn.execute(f"PRAGMA {name}") as cursor:
-        row = await cursor.fetchone()
+def _pragma(conn: sqlite3.Connection, name: str) -> Any:
+    row = conn.execute(f"PRAGMA {name}").fetchone()
     return row[0] if row else None
 
 
-async def _check_file(conn: aiosqlite.Connection, path: str) -> None:
+def _check_file(conn: sqlite3.Connection, path: str) -> None:
     """Refuse another program's database, or one from a newer chronomem, before writing."""
-    app_id = await _pragma(conn, "application_id")
-    version = await _pragma(conn, "user_version")
+    app_id = _pragma(conn, "application_id")
+    version = _pragma(conn, "user_version")
     if app_id == 0:
-        async with conn.execute("SELECT count(*) FROM sqlite_master") as cursor:
-            (objects,) = await cursor.fetchone()  # type: ignore[misc]
+        (objects,) = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         if objects:
             raise DatabaseFileError(
                 f"{path!r} is an SQLite database of another program, not a chronomem "
@@ -209,23 +204,27 @@ async def _check_file(conn: aiosqlite.Connection, path: str) -> None:
         )
 
 
-async def _configure(conn: aiosqlite.Connection) -> None:
-    await conn.execute("PRAGMA journal_mode = WAL")
-    await conn.execute("PRAGMA synchronous = FULL")
-    await conn.execute("PRAGMA foreign_keys = ON")
-    await conn.execute("PRAGMA secure_delete = ON")
+def _configure(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("PRAGMA secure_delete = ON")
 
 
-async def _migrate(conn: aiosqlite.Connection) -> None:
+def _migrate(conn: sqlite3.Connection) -> None:
     """Apply the missing migrations in one transaction; a no-op when up to date."""
-    if await _pragma(conn, "user_version") == LATEST_VERSION:
+    if _pragma(conn, "user_version") == LATEST_VERSION:
         return
-    await conn.execute("BEGIN IMMEDIATE")
-    async with _rollback_on_error(conn):
-        version = await _pragma(conn, "user_version")  # another process may have won
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = _pragma(conn, "user_version")  # another process may have won
         if version == 0:
-            await conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         for step in range(version + 1, LATEST_VERSION + 1):
             for statement in MIGRATIONS[step]:
-                await conn.execute(statement)
-            await conn.execute(f"PRAGMA user_version = {step}")
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {step}")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")

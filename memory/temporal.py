@@ -54,17 +54,15 @@ def _time_fields(row: sqlite3.Row, at: Moment) -> dict[str, object]:
     }
 
 
-# Rows come from our own schema, already typed: building the models without
-# re-validating them keeps large reads cheap (`model_construct`).
 def observation_view(row: sqlite3.Row, at: Moment) -> Observation:
-    return Observation.model_construct(
+    return Observation(
         id=row["id"], text=row["text"], attribute=row["attribute"], **_time_fields(row, at)
     )
 
 
 def relation_view(row: sqlite3.Row, at: Moment) -> Relation:
     """`row` carries the relation plus `source_name` and `target_name`."""
-    return Relation.model_construct(
+    return Relation(
         id=row["id"],
         source=row["source_name"],
         relation=row["relation"],

@@ -10,6 +10,7 @@ import re
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 
 __all__ = ["Clock", "format_time", "parse_time", "system_clock", "to_micros"]
 
@@ -83,6 +84,7 @@ def parse_time(value: object, field: str = "time") -> int:
     return to_micros(moment)
 
 
+@lru_cache(maxsize=65_536)  # rows written together share their timestamps
 def format_time(micros: int) -> str:
     """RFC 3339 in UTC with a `Z`; six fractional digits only when they are not zero."""
     # isoformat() (C code) already omits the fraction when it is zero.

@@ -64,14 +64,14 @@ class EntityRow:
         return EntityRef(name=self.name, entity_type=self.entity_type, created=self.created)
 
 
-async def upsert_entity(
+def upsert_entity(
     tx: Tx, scope: ScopeKey, owner: int, name: str, entity_type: str | None
 ) -> EntityRow:
     """The entity named `name`, created if new; a given type replaces the old one."""
-    row = await tx.one(SELECT_ENTITY, {"owner": owner, "key": match_key(name)})
+    row = tx.one(SELECT_ENTITY, {"owner": owner, "key": match_key(name)})
     if row is None:
         kind = entity_type or "general"
-        entity_id = await tx.insert(
+        entity_id = tx.insert(
             INSERT_ENTITY,
             {
                 "owner": owner,
@@ -85,7 +85,7 @@ async def upsert_entity(
         return EntityRow(entity_id, display_name(name), kind, created=True)
     kind = row["entity_type"]
     if entity_type is not None and entity_type != kind:
-        await tx.run(UPDATE_ENTITY_TYPE, {"entity_type": entity_type, "id": row["id"]})
+        tx.run(UPDATE_ENTITY_TYPE, {"entity_type": entity_type, "id": row["id"]})
         kind = entity_type
     return EntityRow(row["id"], row["name"], kind, created=False)
 
@@ -110,11 +110,11 @@ def _check_closable(row: sqlite3.Row, valid_to: int, field: str) -> None:
         )
 
 
-async def _close(
+def _close(
     tx: Tx, table: str, rows: Iterable[sqlite3.Row], valid_to: int, reason: str | None
 ) -> None:
     statement = CLOSE_OBSERVATION if table == "observation" else CLOSE_RELATION
-    await tx.run_many(
+    tx.run_many(
         statement,
         [
             {"valid_to": valid_to, "now": tx.now, "reason": reason, "seq": row["seq"]}
@@ -123,7 +123,7 @@ async def _close(
     )
 
 
-async def _resolve_replaces(
+def _resolve_replaces(
     tx: Tx, scope: ScopeKey, owner: int, ids: Sequence[str] | None, kind: str, valid_from: int
 ) -> list[sqlite3.Row]:
     """The open rows `replaces` names; already-closed ones are skipped so a retried call
@@ -136,9 +136,9 @@ async def _resolve_replaces(
     )
     rows: dict[int, sqlite3.Row] = {}
     for index, item in enumerate(ids or ()):
-        row = await tx.one(own, scope.params(owner, id=item))
+        row = tx.one(own, scope.params(owner, id=item))
         if row is None:
-            if await tx.one(other, scope.params(owner, id=item)) is not None:
+            if tx.one(other, scope.params(owner, id=item)) is not None:
                 hint = (
                     "remember replaces facts; use relate to replace relations"
                     if kind == "observation"
@@ -186,21 +186,19 @@ SELECT_OBSERVATIONS_BY_SEQ = """
 """
 
 
-async def remember(tx: Tx, scope: ScopeKey, args: RememberArgs) -> RememberResult:
-    owner = await ensure_owner(tx, scope)
-    entity = await upsert_entity(tx, scope, owner, args.entity, args.entity_type)
+def remember(tx: Tx, scope: ScopeKey, args: RememberArgs) -> RememberResult:
+    owner = ensure_owner(tx, scope)
+    entity = upsert_entity(tx, scope, owner, args.entity, args.entity_type)
     valid_from = tx.now if args.valid_from is None else args.valid_from
     params = scope.params(owner, entity=entity.id)
 
     closing = {
         row["seq"]: row
-        for row in await _resolve_replaces(
-            tx, scope, owner, args.replaces, "observation", valid_from
-        )
+        for row in _resolve_replaces(tx, scope, owner, args.replaces, "observation", valid_from)
     }
     open_by_key = {
         row["text_key"]: row
-        for row in await tx.all(SELECT_OPEN_FACTS, params)
+        for row in tx.all(SELECT_OPEN_FACTS, params)
         if row["seq"] not in closing
     }
 
@@ -216,7 +214,7 @@ async def remember(tx: Tx, scope: ScopeKey, args: RememberArgs) -> RememberResul
     attribute_key = match_key(args.attribute) if args.attribute else None
     ends_at: int | None = None
     if attribute_key is not None:
-        slot = await tx.all(SELECT_SLOT, {**params, "attribute": attribute_key})
+        slot = tx.all(SELECT_SLOT, {**params, "attribute": attribute_key})
         ends_at = _backfill_end((row["valid_from"] for row in slot), valid_from)
         if ends_at is None:  # not a backfill: the call's facts become the whole slot
             call_keys = {match_key(fact) for fact in args.facts}
@@ -225,10 +223,10 @@ async def remember(tx: Tx, scope: ScopeKey, args: RememberArgs) -> RememberResul
                     closing.setdefault(row["seq"], row)
 
     new_ids = {key: new_id("o") for key in new_texts}
-    await _close(
+    _close(
         tx, "observation", closing.values(), valid_from, _superseded_reason(list(new_ids.values()))
     )
-    await tx.run_many(
+    tx.run_many(
         INSERT_OBSERVATION,
         [
             {
@@ -252,15 +250,13 @@ async def remember(tx: Tx, scope: ScopeKey, args: RememberArgs) -> RememberResul
     at = Moment(tx.now, tx.now)
     added = {
         row["text_key"]: observation_view(row, at)
-        for row in await tx.all(
+        for row in tx.all(
             "SELECT * FROM observation WHERE id IN (SELECT value FROM json_each(:ids))"
             " ORDER BY seq",
             {"ids": json_list(new_ids.values())},
         )
     }
-    superseded = (
-        await tx.all(SELECT_OBSERVATIONS_BY_SEQ, {"seqs": json_list(closing)}) if closing else []
-    )
+    superseded = tx.all(SELECT_OBSERVATIONS_BY_SEQ, {"seqs": json_list(closing)}) if closing else []
     return RememberResult(
         entity=entity.ref(),
         added=[added[key] for key in new_texts],
@@ -295,19 +291,19 @@ SELECT_RELATIONS_BY_SEQ = f"""
 """
 
 
-async def relate(tx: Tx, scope: ScopeKey, args: RelateArgs) -> RelateResult:
+def relate(tx: Tx, scope: ScopeKey, args: RelateArgs) -> RelateResult:
     kind = relation_type(args.relation)
-    owner = await ensure_owner(tx, scope)
-    source = await upsert_entity(tx, scope, owner, args.source, args.source_type)
-    target = await upsert_entity(tx, scope, owner, args.target, args.target_type)
+    owner = ensure_owner(tx, scope)
+    source = upsert_entity(tx, scope, owner, args.source, args.source_type)
+    target = upsert_entity(tx, scope, owner, args.target, args.target_type)
     valid_from = tx.now if args.valid_from is None else args.valid_from
     params = scope.params(owner, source=source.id, relation=kind, target=target.id)
 
     closing = {
         row["seq"]: row
-        for row in await _resolve_replaces(tx, scope, owner, args.replaces, "relation", valid_from)
+        for row in _resolve_replaces(tx, scope, owner, args.replaces, "relation", valid_from)
     }
-    existing = await tx.one(SELECT_OPEN_TRIPLE, params)
+    existing = tx.one(SELECT_OPEN_TRIPLE, params)
     if existing is not None and existing["seq"] in closing:
         existing = None  # the call replaces the very triple it states: record it anew
 
@@ -315,7 +311,7 @@ async def relate(tx: Tx, scope: ScopeKey, args: RelateArgs) -> RelateResult:
     if args.exclusive:
         slot = [
             row
-            for row in await tx.all(SELECT_RELATION_SLOT, params)
+            for row in tx.all(SELECT_RELATION_SLOT, params)
             if existing is None or row["seq"] != existing["seq"]
         ]
         if existing is None:
@@ -327,9 +323,9 @@ async def relate(tx: Tx, scope: ScopeKey, args: RelateArgs) -> RelateResult:
                     closing[row["seq"]] = row
 
     relation_id = existing["id"] if existing is not None else new_id("r")
-    await _close(tx, "relation", closing.values(), valid_from, _superseded_reason([relation_id]))
+    _close(tx, "relation", closing.values(), valid_from, _superseded_reason([relation_id]))
     if existing is None:
-        await tx.run(
+        tx.run(
             INSERT_RELATION,
             {
                 **params,
@@ -343,11 +339,9 @@ async def relate(tx: Tx, scope: ScopeKey, args: RelateArgs) -> RelateResult:
         )
 
     at = Moment(tx.now, tx.now)
-    row = await tx.one(f"SELECT {RELATION_COLUMNS} WHERE r.id = :id", {"id": relation_id})
+    row = tx.one(f"SELECT {RELATION_COLUMNS} WHERE r.id = :id", {"id": relation_id})
     assert row is not None
-    superseded = (
-        await tx.all(SELECT_RELATIONS_BY_SEQ, {"seqs": json_list(closing)}) if closing else []
-    )
+    superseded = tx.all(SELECT_RELATIONS_BY_SEQ, {"seqs": json_list(closing)}) if closing else []
     return RelateResult(
         relation=relation_view(row, at),
         existing=existing is not None,
@@ -371,12 +365,12 @@ SELECT_OPEN_RELATIONS_OF_ENTITIES = """
 """
 
 
-async def forget(tx: Tx, scope: ScopeKey, args: ForgetArgs) -> ForgetResult:
+def forget(tx: Tx, scope: ScopeKey, args: ForgetArgs) -> ForgetResult:
     ids = list(dict.fromkeys(args.ids or ()))
     names = list(dict.fromkeys(args.entities or ()))
     if not ids and not names:
         raise InvalidInputError("ids: forget needs at least one id in ids or name in entities")
-    owner = await find_owner(tx, scope)
+    owner = find_owner(tx, scope)
     if owner is None:
         return ForgetResult(invalidated=[], already_invalid=[], not_found=ids + names)
     valid_to = tx.now if args.valid_to is None else args.valid_to
@@ -385,10 +379,10 @@ async def forget(tx: Tx, scope: ScopeKey, args: ForgetArgs) -> ForgetResult:
     relations: dict[int, sqlite3.Row] = {}
     result = ForgetResult(invalidated=[], already_invalid=[], not_found=[])
     for item in ids:
-        row = await tx.one(SELECT_OBSERVATION_BY_ID, scope.params(owner, id=item))
+        row = tx.one(SELECT_OBSERVATION_BY_ID, scope.params(owner, id=item))
         bucket = facts
         if row is None:
-            row = await tx.one(SELECT_RELATION_BY_ID, scope.params(owner, id=item))
+            row = tx.one(SELECT_RELATION_BY_ID, scope.params(owner, id=item))
             bucket = relations
         if row is None:
             result.not_found.append(item)
@@ -399,22 +393,22 @@ async def forget(tx: Tx, scope: ScopeKey, args: ForgetArgs) -> ForgetResult:
 
     entity_ids = []
     for name in names:
-        found = await visible_entity(tx, scope, owner, match_key(name), tx.now)
+        found = visible_entity(tx, scope, owner, match_key(name), tx.now)
         if found is None:
             result.not_found.append(name)
         else:
             entity_ids.append(found["id"])
     if entity_ids:
         entity_params = scope.params(owner, entities=json_list(entity_ids))
-        for row in await tx.all(SELECT_OPEN_FACTS_OF_ENTITIES, entity_params):
+        for row in tx.all(SELECT_OPEN_FACTS_OF_ENTITIES, entity_params):
             facts.setdefault(row["seq"], row)
-        for row in await tx.all(SELECT_OPEN_RELATIONS_OF_ENTITIES, entity_params):
+        for row in tx.all(SELECT_OPEN_RELATIONS_OF_ENTITIES, entity_params):
             relations.setdefault(row["seq"], row)
 
     for row in (*facts.values(), *relations.values()):
         _check_closable(row, valid_to, "valid_to")
-    await _close(tx, "observation", facts.values(), valid_to, args.reason)
-    await _close(tx, "relation", relations.values(), valid_to, args.reason)
+    _close(tx, "observation", facts.values(), valid_to, args.reason)
+    _close(tx, "relation", relations.values(), valid_to, args.reason)
     result.invalidated.extend(row["id"] for row in (*facts.values(), *relations.values()))
     return result
 
@@ -427,10 +421,10 @@ INSERT_TURN = """
 """
 
 
-async def record_turns(tx: Tx, scope: ScopeKey, args: RecordTurnsArgs) -> RecordTurnsResult:
-    owner = await ensure_owner(tx, scope)
+def record_turns(tx: Tx, scope: ScopeKey, args: RecordTurnsArgs) -> RecordTurnsResult:
+    owner = ensure_owner(tx, scope)
     ids = [new_id("t") for _ in args.turns]
-    await tx.run_many(
+    tx.run_many(
         INSERT_TURN,
         [
             {

@@ -10,7 +10,13 @@ import anyio
 import pytest
 
 from memory import DatabaseFileError, GraphMemory
-from memory.profile import LAST_SESSION, RECENT_ENTITIES, SESSION_TAIL
+from memory.profile import (
+    CARD_FACTS,
+    CARD_RELATIONS,
+    LAST_SESSION,
+    RECENT_ENTITIES,
+    SESSION_TAIL,
+)
 from memory.queries import SELECT_VISIBLE_ENTITIES, _observations_sql, _relations_sql
 from memory.reads import COUNT_VISIBLE, SELECT_PAGE
 from memory.schema import APPLICATION_ID, LATEST_VERSION, MIGRATIONS
@@ -148,6 +154,8 @@ HOT_STATEMENTS = {
     "search relations": _search_relations_sql(True),
     "recall candidates": RECALL_CANDIDATES_SQL,
     "recent entities": RECENT_ENTITIES,
+    "card facts": CARD_FACTS,
+    "card relations": CARD_RELATIONS,
     "last session": LAST_SESSION,
     "session tail": SESSION_TAIL,
     "visible entities by name": SELECT_VISIBLE_ENTITIES,
