@@ -38,15 +38,27 @@ def _version() -> str:
         return "0"
 
 
-def build_server(settings: Settings) -> MCPServer[AppState]:
+def build_server(settings: Settings, memory: GraphMemory | None = None) -> MCPServer[AppState]:
+    """The server over `memory`, or over `settings.db` opened by the server's lifespan.
+
+    `chronomem serve` opens the database first and passes it in, so a bad file is
+    reported before any transport starts, and every connection shares one database.
+    """
+
+    def state(opened: GraphMemory) -> AppState:
+        return AppState(
+            memory=opened,
+            grant=Grant(settings.app, settings.user, settings.project),
+            auth_required=settings.auth_tokens is not None,
+        )
+
     @asynccontextmanager
     async def lifespan(_: MCPServer[AppState]) -> AsyncIterator[AppState]:
-        async with GraphMemory.open(settings.db) as memory:
-            yield AppState(
-                memory=memory,
-                grant=Grant(settings.app, settings.user, settings.project),
-                auth_required=settings.auth_tokens is not None,
-            )
+        if memory is not None:
+            yield state(memory)
+            return
+        async with GraphMemory.open(settings.db) as opened:
+            yield state(opened)
 
     server: MCPServer[AppState] = MCPServer(
         name="chronomem",

@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import click
 
-from memory import DatabaseFileError
+from memory import DatabaseFileError, GraphMemory
 
 from .auth import Grant, create_token
 from .settings import DEFAULT_HOST, DEFAULT_PORT, Settings, is_loopback, resolve_db
@@ -104,8 +104,13 @@ def serve(
     if transport != "stdio":
         config = json.dumps(client_config(transport, host, port, settings), indent=2)
         click.echo(f"chronomem: client configuration:\n{config}", err=True)
+
+    async def open_and_serve() -> None:
+        async with GraphMemory.open(settings.db) as memory:
+            await run(build_server(settings, memory), settings, transport, host, port)
+
     try:
-        anyio.run(run, build_server(settings), settings, transport, host, port)
+        anyio.run(open_and_serve)
     except DatabaseFileError as exc:
         click.echo(f"chronomem: {exc}", err=True)
         sys.exit(1)

@@ -155,3 +155,15 @@ def test_non_loopback_without_auth_is_refused(tmp_path: Path, host: str) -> None
     assert f"refusing to listen on {host} without authentication" in done.stderr
     assert "--auth-tokens" in done.stderr
     assert not (tmp_path / "m").exists()
+
+
+def test_a_bad_database_file_is_reported_before_serving(tmp_path: Path) -> None:
+    bad = tmp_path / "notes.db"
+    bad.write_text("my shopping list\n" * 50)
+    done = subprocess.run(
+        [CHRONOMEM, "serve", "--db", str(bad)], input="", capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1
+    assert "is not a usable SQLite database" in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    assert bad.read_text() == "my shopping list\n" * 50
