@@ -77,7 +77,10 @@ KnownAt = Annotated[
     ),
 ]
 IncludeHistory = Annotated[
-    bool, Field(description="Also return facts that are not current, flagged current=false.")
+    bool,
+    Field(
+        strict=True, description="Also return facts that are not current, flagged current=false."
+    ),
 ]
 
 
@@ -116,7 +119,9 @@ class RelateArgs(_Model):
     target_type: Label | None = None
     valid_from: Timestamp | None = None
     exclusive: bool = Field(
-        False, description="Close every open relation of this type from the same source."
+        False,
+        strict=True,
+        description="Close every open relation of this type from the same source.",
     )
     replaces: list[Id] | None = Field(None, max_length=IDS_PER_CALL)
 

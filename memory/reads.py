@@ -85,7 +85,9 @@ def _decode_cursor(cursor: str | None) -> int:
     try:
         text = base64.urlsafe_b64decode(cursor.encode("ascii")).decode("ascii")
         if text.startswith(_CURSOR_PREFIX):
-            return int(text.removeprefix(_CURSOR_PREFIX))
+            entity_id = int(text.removeprefix(_CURSOR_PREFIX))
+            if 0 <= entity_id < 2**63:
+                return entity_id
     except (ValueError, binascii.Error, UnicodeError):
         pass
     raise InvalidInputError(

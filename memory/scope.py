@@ -261,5 +261,5 @@ class MemoryScope:
     ) -> RecordTurnsResult:
         """Append raw conversation turns to the episodic log."""
         return await self._write(
-            writes.record_turns, RecordTurnsArgs, session_id=session_id, turns=list(turns)
+            writes.record_turns, RecordTurnsArgs, session_id=session_id, turns=turns
         )

@@ -36,6 +36,7 @@ from .queries import (
 from .store import Tx, json_list
 from .temporal import Moment, observation_view, relation_view
 from .timestamps import format_time
+from .validation import IDS_PER_CALL
 
 
 def new_id(prefix: str) -> str:
@@ -196,11 +197,28 @@ def remember(tx: Tx, scope: ScopeKey, args: RememberArgs) -> RememberResult:
         row["seq"]: row
         for row in _resolve_replaces(tx, scope, owner, args.replaces, "observation", valid_from)
     }
-    open_by_key = {
-        row["text_key"]: row
-        for row in tx.all(SELECT_OPEN_FACTS, params)
-        if row["seq"] not in closing
-    }
+    open_facts = [row for row in tx.all(SELECT_OPEN_FACTS, params) if row["seq"] not in closing]
+    attribute_key = match_key(args.attribute) if args.attribute else None
+    ends_at: int | None = None
+    if attribute_key is not None:
+        call_keys = {match_key(fact) for fact in args.facts}
+        slot = tx.all(SELECT_SLOT, {**params, "attribute": attribute_key})
+        ends_at = _backfill_end((row["valid_from"] for row in slot), valid_from)
+        if ends_at is None:  # not a backfill: the call's facts become the whole slot
+            for row in slot:
+                if row["valid_to"] is None and row["text_key"] not in call_keys:
+                    closing.setdefault(row["seq"], row)
+            for row in open_facts:  # the same text open outside the slot moves into it
+                if row["attribute_key"] != attribute_key and row["text_key"] in call_keys:
+                    _check_closable(row, valid_from, "valid_from")
+                    closing.setdefault(row["seq"], row)
+        # Only the slot's own open facts make a call's fact a duplicate.
+        open_facts = [
+            row
+            for row in open_facts
+            if row["attribute_key"] == attribute_key and row["seq"] not in closing
+        ]
+    open_by_key = {row["text_key"]: row for row in open_facts}
 
     new_texts: dict[str, str] = {}  # key -> text, first spelling in the call
     duplicate_keys: list[str] = []
@@ -210,17 +228,6 @@ def remember(tx: Tx, scope: ScopeKey, args: RememberArgs) -> RememberResult:
             duplicate_keys.append(key)
         else:
             new_texts[key] = fact
-
-    attribute_key = match_key(args.attribute) if args.attribute else None
-    ends_at: int | None = None
-    if attribute_key is not None:
-        slot = tx.all(SELECT_SLOT, {**params, "attribute": attribute_key})
-        ends_at = _backfill_end((row["valid_from"] for row in slot), valid_from)
-        if ends_at is None:  # not a backfill: the call's facts become the whole slot
-            call_keys = {match_key(fact) for fact in args.facts}
-            for row in slot:
-                if row["valid_to"] is None and row["text_key"] not in call_keys:
-                    closing.setdefault(row["seq"], row)
 
     new_ids = {key: new_id("o") for key in new_texts}
     _close(
@@ -314,8 +321,9 @@ def relate(tx: Tx, scope: ScopeKey, args: RelateArgs) -> RelateResult:
             for row in tx.all(SELECT_RELATION_SLOT, params)
             if existing is None or row["seq"] != existing["seq"]
         ]
-        if existing is None:
-            ends_at = _backfill_end((row["valid_from"] for row in slot), valid_from)
+        # A backfill (older than the slot's latest relation) closes nothing; with an
+        # existing triple it is simply that triple, unchanged.
+        ends_at = _backfill_end((row["valid_from"] for row in slot), valid_from)
         if ends_at is None:  # not a backfill: this relation is now the only one of its type
             for row in slot:
                 if row["valid_to"] is None and row["seq"] not in closing:
@@ -370,6 +378,11 @@ def forget(tx: Tx, scope: ScopeKey, args: ForgetArgs) -> ForgetResult:
     names = list(dict.fromkeys(args.entities or ()))
     if not ids and not names:
         raise InvalidInputError("ids: forget needs at least one id in ids or name in entities")
+    if len(args.ids or ()) + len(args.entities or ()) > IDS_PER_CALL:
+        raise InvalidInputError(
+            f"ids: {len(args.ids or ()) + len(args.entities or ())} ids and names in all; "
+            f"at most {IDS_PER_CALL} per call"
+        )
     owner = find_owner(tx, scope)
     if owner is None:
         return ForgetResult(invalidated=[], already_invalid=[], not_found=ids + names)

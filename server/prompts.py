@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from mcp.server import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS
 
 from memory import InvalidInputError
 
@@ -50,4 +51,4 @@ def register(server: MCPServer) -> None:
         try:
             return await scope_of().session_context(topic=topic)
         except InvalidInputError as exc:
-            raise ToolError(str(exc)) from None
+            raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None

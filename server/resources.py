@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from urllib.parse import unquote
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
@@ -40,9 +39,9 @@ def register(server: MCPServer) -> None:
     @server.resource("memory://entities/{name}", name="entity", mime_type="application/json")
     async def entity(name: str) -> str:
         """One entity with its current facts and relations (the open_nodes result)."""
-        result = await _or_not_found(name, scope_of().open_nodes, [unquote(name)])
+        result = await _or_not_found(name, scope_of().open_nodes, [name])
         if result.missing:
-            raise ResourceNotFoundError(f"no entity named {unquote(name)!r}")
+            raise ResourceNotFoundError(f"no entity named {name!r}")
         return result.model_dump_json()
 
     @server.resource(
@@ -50,11 +49,11 @@ def register(server: MCPServer) -> None:
     )
     async def entity_history(name: str) -> str:
         """An entity's timeline on both time axes (the history result)."""
-        return (await _or_not_found(name, scope_of().history, unquote(name))).model_dump_json()
+        return (await _or_not_found(name, scope_of().history, name)).model_dump_json()
 
 
 async def _or_not_found(name: str, read, argument):  # type: ignore[no-untyped-def]
     try:
         return await read(argument)
     except InvalidInputError:
-        raise ResourceNotFoundError(f"no entity named {unquote(name)!r}") from None
+        raise ResourceNotFoundError(f"no entity named {name!r}") from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -9,7 +10,6 @@ from pathlib import Path
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
-LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
 
 def default_db_path(environ: Mapping[str, str]) -> Path:
@@ -24,7 +24,13 @@ def resolve_db(db: str | None, environ: Mapping[str, str] = os.environ) -> str:
 
 
 def is_loopback(host: str) -> bool:
-    return host in LOOPBACK or host.startswith("127.")
+    """Only "localhost" or a loopback IP literal: any other name might resolve anywhere."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel
 
 from memory import (
@@ -53,10 +52,15 @@ _OPTIONAL = {
 }
 
 
+def _tool_error(message: str) -> CallToolResult:
+    """A tool error (`isError: true`) whose text is exactly the engine's message."""
+    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+
+
 async def _run(operation: str, *, write: bool, **arguments: Any) -> Any:
     unknown = sorted(set(arguments_given()) - set(arguments))
     if unknown:
-        raise ToolError(
+        return _tool_error(
             f"{unknown[0]}: is not an argument of {operation}; it takes {', '.join(arguments)}"
         )
     # Absent optional arguments take the engine's defaults; absent required ones
@@ -70,7 +74,7 @@ async def _run(operation: str, *, write: bool, **arguments: Any) -> Any:
         scope = scope_of(write=write)
         return await getattr(scope, operation)(**arguments)
     except (InvalidInputError, NotAuthorized) as exc:
-        raise ToolError(str(exc)) from None
+        return _tool_error(str(exc))
 
 
 async def remember(

@@ -123,7 +123,17 @@ async def test_an_exact_last_page_has_no_next_cursor(alice: MemoryScope) -> None
     assert (await alice.read_graph(limit=2)).next_cursor is None
 
 
-@pytest.mark.parametrize("cursor", ["nonsense", "ZW50aXR5Ong=", "!!!", "bm90IGEgY3Vyc29y"])
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        "nonsense",
+        "ZW50aXR5Ong=",
+        "!!!",
+        "bm90IGEgY3Vyc29y",
+        "ZW50aXR5Ojk5OTk5OTk5OTk5OTk5OTk5OTk5OTk5OTk5OTk5OTk5OTk5OTk5OTk=",
+        "ZW50aXR5Oi01",
+    ],
+)
 async def test_a_forged_cursor_is_an_input_error(alice: MemoryScope, cursor: str) -> None:
     with pytest.raises(InvalidInputError, match="^cursor: not a cursor returned by read_graph"):
         await alice.read_graph(cursor=cursor)

@@ -135,21 +135,21 @@ async def test_relate_replaces_errors_change_nothing(alice: MemoryScope, db_path
     assert dump(db_path) == before
 
 
-async def test_exclusive_cannot_close_a_relation_before_it_began(
+async def test_exclusive_with_an_existing_triple_older_than_the_slot_changes_nothing(
     alice: MemoryScope, db_path: Path
 ) -> None:
-    await alice.relate(source="Alice", relation="works_at", target="Acme", valid_from="2026-09-01")
+    """A backfill closes nothing; with an identical open triple it is that triple."""
+    acme = await alice.relate(
+        source="Alice", relation="works_at", target="Acme", valid_from="2026-09-01"
+    )
     await alice.relate(source="Alice", relation="works_at", target="Beta", valid_from="2026-10-01")
-    before = dump(db_path)
-    with pytest.raises(InvalidInputError, match="valid_from: .* is before"):
-        await alice.relate(
-            source="Alice",
-            relation="works_at",
-            target="Acme",
-            exclusive=True,
-            valid_from="2026-09-15",
-        )
-    assert dump(db_path) == before
+    before = dump(db_path, clock=False)
+    again = await alice.relate(
+        source="Alice", relation="works_at", target="Acme", exclusive=True, valid_from="2026-09-15"
+    )
+    assert again.existing is True and again.relation.id == acme.relation.id
+    assert again.superseded == []
+    assert dump(db_path, clock=False) == before
 
 
 async def test_self_relation_is_allowed(alice: MemoryScope) -> None:

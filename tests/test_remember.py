@@ -267,3 +267,20 @@ async def test_writes_in_one_clock_tick_get_distinct_transaction_times(
     assert b.added[0].recorded_at == "2026-06-01T00:00:00.000001Z"
     seen = await alice.open_nodes(["Alice"], known_at="2026-06-01T00:00:00Z")
     assert [o.text for o in seen.entities[0].observations] == ["one"]
+
+
+async def test_a_same_text_fact_outside_the_slot_moves_into_it(
+    alice: MemoryScope, clock: FakeClock
+) -> None:
+    loose = await alice.remember(entity="A", facts=["on pro plan"])
+    clock.advance()
+    basic = await alice.remember(entity="A", facts=["on basic plan"], attribute="plan")
+    clock.advance()
+    pro = await alice.remember(entity="A", facts=["On pro plan"], attribute="plan")
+    assert [o.text for o in pro.added] == ["On pro plan"] and pro.duplicates == []
+    assert {o.id for o in pro.superseded} == {loose.added[0].id, basic.added[0].id}
+    current = (await alice.open_nodes(["A"])).entities[0].observations
+    assert [(o.text, o.attribute) for o in current] == [("On pro plan", "plan")]
+    clock.advance()
+    again = await alice.remember(entity="A", facts=["on pro plan"], attribute="plan")
+    assert again.added == [] and [o.id for o in again.duplicates] == [pro.added[0].id]

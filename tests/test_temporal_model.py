@@ -271,10 +271,43 @@ class TemporalMachine(RuleBasedStateMachine):
         replaces = data.draw(st.lists(st.sampled_from(self.ids()), max_size=2))
         m, now = self.model, self.clock.now
         vf = now if valid_from is None else valid_from
+        k = key(entity)
+        plan: tuple | None
         try:
             closing = m.replaced(ctx, replaces, True, vf)
+            facts_open = [
+                r
+                for r in m.in_ctx(ctx)
+                if r.is_fact and r.entity == k and r.valid_to is None and r not in closing
+            ]
+            end = None
+            if attribute:
+                in_slot = [
+                    r
+                    for r in m.in_ctx(ctx)
+                    if r.is_fact and r.entity == k and r.attribute
+                    and key(r.attribute) == key(attribute)
+                ]  # fmt: skip
+                end = m.backfill_end(in_slot, vf)
+                keep = {key(f) for f in facts}
+                if end is None:  # the call becomes the whole slot
+                    closing += [
+                        r
+                        for r in in_slot
+                        if r.valid_to is None and key(r.text) not in keep and r not in closing
+                    ]
+                    moved = [
+                        r
+                        for r in facts_open
+                        if r not in in_slot and key(r.text) in keep and r not in closing
+                    ]
+                    if any(vf < r.valid_from for r in moved):
+                        raise Refused
+                    closing += moved
+                facts_open = [r for r in facts_open if r in in_slot and r not in closing]
+            plan = (closing, facts_open, end)
         except Refused:
-            closing = None
+            plan = None
         result = self.call(
             ctx,
             "remember",
@@ -286,17 +319,13 @@ class TemporalMachine(RuleBasedStateMachine):
             replaces=replaces,
         )
         assert self.clock.last == now
-        if closing is None:
+        if plan is None:
             assert isinstance(result, InvalidInputError), result
             return
         assert not isinstance(result, InvalidInputError), result
+        closing, facts_open, end = plan
         created = m.upsert(entity, entity_type, ctx, now)
-        k = key(entity)
-        open_rows = {
-            r.text and key(r.text): r
-            for r in m.in_ctx(ctx)
-            if r.is_fact and r.entity == k and r.valid_to is None and r not in closing
-        }
+        open_rows = {key(r.text): r for r in facts_open}
         new: dict[str, str] = {}
         dups: list[str] = []
         for fact in facts:
@@ -304,24 +333,6 @@ class TemporalMachine(RuleBasedStateMachine):
                 dups.append(key(fact))
             else:
                 new[key(fact)] = fact
-        end = None
-        if attribute:
-            slot = [
-                r
-                for r in m.in_ctx(ctx)
-                if r.is_fact
-                and r.entity == k
-                and r.attribute
-                and key(r.attribute) == key(attribute)
-            ]
-            end = m.backfill_end(slot, vf)
-            if end is None:
-                keep = {key(f) for f in facts}
-                closing += [
-                    r
-                    for r in slot
-                    if r.valid_to is None and key(r.text) not in keep and r not in closing
-                ]
 
         assert result.entity.created is created
         assert [o.text for o in result.added] == list(new.values())
@@ -383,8 +394,7 @@ class TemporalMachine(RuleBasedStateMachine):
                     for r in m.in_ctx(ctx)
                     if not r.is_fact and (r.source, r.relation) == (s, kind) and r is not existing
                 ]
-                if existing is None:
-                    end = m.backfill_end(slot, vf)
+                end = m.backfill_end(slot, vf)
                 if end is None:
                     others = [r for r in slot if r.valid_to is None and r not in closing]
                     if any(vf < r.valid_from for r in others):

@@ -59,6 +59,8 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("relate", {**OK_RELATE, "relation": "->"}, "relation: '->' has no letters or digits"),
     ("relate", {**OK_RELATE, "source_type": ""}, "source_type: must not be empty"),
     ("relate", {**OK_RELATE, "exclusive": "maybe"}, "exclusive: must be true or false"),
+    ("relate", {**OK_RELATE, "exclusive": "yes"}, "exclusive: must be true or false"),
+    ("relate", {**OK_RELATE, "exclusive": 1}, "exclusive: must be true or false"),
     (
         "relate",
         {**OK_RELATE, "valid_from": "2026-02-30"},
@@ -69,6 +71,11 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("forget", {"ids": ["o_1"], "reason": "r" * 501}, "reason: 501 characters; at most 500"),
     ("forget", {"ids": ["o_1"], "valid_to": "later"}, "valid_to: 'later' is not a timestamp"),
     ("forget", {}, "ids: forget needs at least one"),
+    (
+        "forget",
+        {"ids": ["o_1"] * 60, "entities": ["x"] * 41},
+        "ids: 101 ids and names in all; at most 100",
+    ),
     ("open_nodes", {"names": []}, "names: needs at least 1 item"),
     ("open_nodes", {"names": ["x"] * 101}, "names: 101 items; at most 100"),
     ("open_nodes", {"names": ["x"], "as_of": "x"}, "as_of: 'x' is not a timestamp"),
@@ -111,7 +118,7 @@ async def test_text_at_the_limits_is_accepted(alice: MemoryScope) -> None:
     )
     assert len(result.added) == 50
     await alice.relate(source="s" * 200, relation="r" * 64, target="x")
-    await alice.forget(ids=["o_x"] * 100, entities=["y"] * 100, reason="r" * 500)
+    await alice.forget(ids=["o_x"] * 50, entities=["y"] * 50, reason="r" * 500)
     assert (await alice.read_graph(limit=500)).total_entities == 3
     await alice.record_turns(
         session_id="s" * 200, turns=[{"role": "u", "text": "t" * 20_000}] * 200

@@ -55,3 +55,12 @@ def test_stdio_with_auth_tokens_is_a_usage_error(tmp_path) -> None:
     )
     assert result.exit_code == 2
     assert "--auth-tokens applies to --transport sse or http" in result.output
+
+
+def test_only_loopback_addresses_count_as_loopback() -> None:
+    from server.settings import is_loopback
+
+    for host in ("127.0.0.1", "127.3.4.5", "::1", "[::1]", "localhost"):
+        assert is_loopback(host), host
+    for host in ("0.0.0.0", "::", "192.168.1.10", "127.evil.example", "example.com", ""):
+        assert not is_loopback(host), host

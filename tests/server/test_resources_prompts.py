@@ -89,3 +89,17 @@ async def test_injected_text_stays_inert_in_profile_and_context(client: Client) 
     assert profile.count("\n") == 1 and profile.count("[Known about the user]") == 2
     context = (await client.get_prompt("session_context")).messages[0].content.text
     assert context.count("</memory>") == 1 and context.endswith("</memory>")
+
+
+async def test_entity_names_in_uris_are_decoded_once(client: Client) -> None:
+    await client.call_tool("remember", {"entity": "50%41", "facts": ["percent"]})
+    await client.call_tool("remember", {"entity": "50A", "facts": ["letter"]})
+    text, _ = await _text(client, "memory://entities/50%2541")
+    assert json.loads(text)["entities"][0]["name"] == "50%41"
+
+
+async def test_a_bad_prompt_argument_is_an_invalid_params_error(client: Client) -> None:
+    with pytest.raises(MCPError) as caught:
+        await client.get_prompt("session_context", {"topic": "x" * 1001})
+    assert caught.value.error.code == -32602
+    assert caught.value.error.message.startswith("topic: 1,001 characters")
