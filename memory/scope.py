@@ -7,13 +7,14 @@ transaction. The MCP tools and CLI commands call these same methods.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from . import profile, reads, search, writes
+from . import admin, profile, reads, search, transfer, writes
+from .errors import InvalidInputError
 from .models import (
     ForgetArgs,
     ForgetResult,
@@ -39,7 +40,7 @@ from .models import (
 )
 from .queries import ScopeKey
 from .store import Store
-from .validation import Query, parse_arguments
+from .validation import Query, SessionId, parse_arguments
 
 __all__ = ["MemoryScope"]
 
@@ -50,6 +51,10 @@ R = TypeVar("R")
 
 class _TopicArgs(BaseModel):
     topic: Query | None = None
+
+
+class _SessionArgs(BaseModel):
+    session_id: SessionId
 
 
 class MemoryScope:
@@ -236,6 +241,74 @@ class MemoryScope:
     async def history(self, entity: str) -> HistoryResult:
         """Every fact and relation an entity ever had, with both time axes."""
         return await self._read(reads.history, HistoryArgs, entity=entity)
+
+    # ------------------------------------------------------------ administration
+
+    async def export(self) -> list[dict[str, Any]]:
+        """Every entity, observation, relation and turn of this (app, user), or of this
+        scope's project only, with all ids and timestamps, in a deterministic order."""
+        project = self.project
+        return await self._store.read(
+            self.key.app, self.key.user, lambda tx: transfer.export_records(tx, project)
+        )
+
+    async def import_lines(
+        self,
+        lines: Iterable[str],
+        batch_size: int = 500,
+        progress: Callable[[int], None] | None = None,
+    ) -> transfer.ImportResult:
+        """Import chronomem's export format or the reference memory server's
+        `memory.jsonl`. Every line is checked before anything is written.
+
+        Raises:
+            InvalidInputError: naming the first bad line; nothing was imported.
+        """
+        steps = transfer.parse_import(lines)
+        counts: dict[str, int] = {}
+        for start in range(0, len(steps), batch_size):
+            batch = steps[start : start + batch_size]
+            done = await self._store.write(
+                self.key.app, self.key.user,
+                lambda tx, batch=batch: transfer.write_batch(tx, self.key, batch),
+            )  # fmt: skip
+            for kind, count in done.items():
+                counts[kind] = counts.get(kind, 0) + count
+            if progress is not None:
+                progress(len(batch))
+        lines_read = len({number for number, _ in steps})
+        return transfer.ImportResult(
+            lines=lines_read, **{k: counts.get(k, 0) for k in transfer.COUNTED}
+        )
+
+    async def stats(self) -> admin.Stats:
+        """Counts of this memory: entities, current and closed facts and relations,
+        turns, sessions, and the database file's size."""
+        project = self.project
+        return await self._store.read(
+            self.key.app, self.key.user, lambda tx: admin.stats(tx, project)
+        )
+
+    async def purge(self, what: str, session_id: str | None = None) -> admin.PurgeResult:
+        """Physically erase this user's memory (`what="user"`), this scope's project
+        (`"project"`), or one conversation (`"session"`), leaving no text of it in the
+        file. The only operation that deletes.
+
+        Raises:
+            InvalidInputError: `what` is unknown, or its project or session is missing.
+        """
+        if what not in ("user", "project", "session"):
+            raise InvalidInputError("what: must be user, project or session")
+        if what == "project" and self.project is None:
+            raise InvalidInputError("project: purging a project needs the project")
+        if what == "session":
+            session_id = parse_arguments(_SessionArgs, session_id=session_id).session_id
+        result = await self._store.write(
+            self.key.app, self.key.user,
+            lambda tx: admin.purge(tx, what, self.project, session_id),
+        )  # fmt: skip
+        await self._store.compact()
+        return result
 
     async def recall(
         self,

@@ -61,8 +61,9 @@ class Tx:
         """Execute one INSERT; returns the new rowid."""
         return self._conn.execute(sql, params).lastrowid or 0
 
-    def run(self, sql: str, params: Params = ()) -> None:
-        self._conn.execute(sql, params)
+    def run(self, sql: str, params: Params = ()) -> int:
+        """Execute one statement; returns how many rows it changed."""
+        return self._conn.execute(sql, params).rowcount
 
     def run_many(self, sql: str, rows: Iterable[Params]) -> None:
         self._conn.executemany(sql, rows)
@@ -132,6 +133,16 @@ class Store:
         """
         connection = self._conn._conn  # the sqlite3 connection, used only on its thread
         return await self._conn._execute(fn, connection, *args)
+
+    async def compact(self) -> None:
+        """Rewrite the file without free pages and empty the WAL, so deleted text is
+        gone from the disk too (after a purge)."""
+
+        def vacuum(conn: sqlite3.Connection) -> None:
+            when_not_busy(conn.execute, "VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+        await self._in_thread(vacuum)
 
     async def write(self, app: str, user: str, operation: Callable[[Tx], T]) -> T:
         """Run `operation` in one write transaction for (app, user); any exception

@@ -1,0 +1,109 @@
+"""Administration: counts for `stats`, and physical erasure for `purge`.
+
+Purge is the one operation that deletes. It removes the rows, rebuilds the
+full-text indexes (FTS5 keeps deleted terms in old segments until they are
+merged), and the caller then vacuums, so no text of the purged scope is left in
+the file: not in the tables, not in the indexes, not in free pages (secure_delete).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from .store import Tx
+
+__all__ = ["PurgeResult", "Stats", "purge", "stats"]
+
+
+class Stats(BaseModel):
+    entities: int
+    observations_current: int
+    observations_closed: int
+    relations_current: int
+    relations_closed: int
+    turns: int
+    sessions: int
+    database_bytes: int
+
+
+STATS = """
+    SELECT
+      (SELECT count(*) FROM entity WHERE owner_id = :owner
+         AND (:project IS NULL OR project IN ('', :project))),
+      (SELECT count(*) FROM observation WHERE owner_id = :owner AND valid_to IS NULL
+         AND (:project IS NULL OR project IN ('', :project))),
+      (SELECT count(*) FROM observation WHERE owner_id = :owner AND valid_to IS NOT NULL
+         AND (:project IS NULL OR project IN ('', :project))),
+      (SELECT count(*) FROM relation WHERE owner_id = :owner AND valid_to IS NULL
+         AND (:project IS NULL OR project IN ('', :project))),
+      (SELECT count(*) FROM relation WHERE owner_id = :owner AND valid_to IS NOT NULL
+         AND (:project IS NULL OR project IN ('', :project))),
+      (SELECT count(*) FROM turn WHERE owner_id = :owner
+         AND (:project IS NULL OR project IN ('', :project))),
+      (SELECT count(DISTINCT session_id) FROM turn WHERE owner_id = :owner
+         AND (:project IS NULL OR project IN ('', :project))),
+      (SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size())
+"""
+
+
+def stats(tx: Tx, project: str | None) -> Stats:
+    """Counts for the (app, user) of `tx` (seen from `project`, or over all of it)."""
+    row = tx.one(STATS, {"owner": tx.owner, "project": project})
+    assert row is not None
+    names = list(Stats.model_fields)
+    return Stats(**dict(zip(names, (value or 0 for value in row), strict=True)))
+
+
+class PurgeResult(BaseModel):
+    entities: int
+    observations: int
+    relations: int
+    turns: int
+
+
+PURGE = {
+    "user": [
+        ("turns", "DELETE FROM turn WHERE owner_id = :owner"),
+        ("relations", "DELETE FROM relation WHERE owner_id = :owner"),
+        ("observations", "DELETE FROM observation WHERE owner_id = :owner"),
+        ("entities", "DELETE FROM entity WHERE owner_id = :owner"),
+        ("", "DELETE FROM owner WHERE id = :owner"),
+    ],
+    "project": [
+        ("turns", "DELETE FROM turn WHERE owner_id = :owner AND project = :project"),
+        ("relations", "DELETE FROM relation WHERE owner_id = :owner AND project = :project"),
+        ("observations", "DELETE FROM observation WHERE owner_id = :owner AND project = :project"),
+        # Entities created in the project go, unless other memory still refers to them;
+        # those become global, since that other memory is global or another project's.
+        ("entities", """
+            DELETE FROM entity WHERE owner_id = :owner AND project = :project
+              AND NOT EXISTS (SELECT 1 FROM observation o WHERE o.entity_id = entity.id)
+              AND NOT EXISTS (SELECT 1 FROM relation r
+                              WHERE r.source_id = entity.id OR r.target_id = entity.id)
+        """),
+        ("", "UPDATE entity SET project = '' WHERE owner_id = :owner AND project = :project"),
+    ],
+    "session": [
+        ("turns", "DELETE FROM turn WHERE owner_id = :owner AND session_id = :session_id"),
+    ],
+}  # fmt: skip
+REBUILD = [
+    "INSERT INTO entity_fts (entity_fts) VALUES ('rebuild')",
+    "INSERT INTO observation_fts (observation_fts) VALUES ('rebuild')",
+    "INSERT INTO relation_fts (relation_fts) VALUES ('rebuild')",
+    "INSERT INTO turn_fts (turn_fts) VALUES ('rebuild')",
+]
+
+
+def purge(tx: Tx, what: str, project: str | None, session_id: str | None) -> PurgeResult:
+    """Delete every row of one user, one project or one session of the (app, user) of `tx`."""
+    counts = dict.fromkeys(PurgeResult.model_fields, 0)
+    if tx.owner is not None:
+        params = {"owner": tx.owner, "project": project, "session_id": session_id}
+        for kind, statement in PURGE[what]:
+            changed = tx.run(statement, params)
+            if kind:
+                counts[kind] += changed
+        for statement in REBUILD:
+            tx.run(statement)
+    return PurgeResult(**counts)

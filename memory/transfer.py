@@ -1,0 +1,374 @@
+"""Export and import: a scope's whole memory as JSON Lines, and the reference MCP
+memory server's `memory.jsonl`.
+
+The export is deterministic (only the scope's rows, in storage order, no export
+time), so export -> import -> export gives the same lines. An import is checked
+whole before anything is written, so a malformed line keeps nothing; it is then
+written in batches, each batch one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from .errors import InvalidInputError
+from .models import RelateArgs, RememberArgs, RememberResult
+from .names import match_key, relation_type
+from .queries import GLOBAL, ScopeKey, ensure_owner
+from .store import Tx
+from .timestamps import format_time, parse_time
+from .validation import FACTS_PER_CALL, parse_arguments
+from .writes import relate, remember
+
+__all__ = ["ImportResult", "export_records", "parse_import", "write_batch"]
+
+KINDS = ("entity", "observation", "relation", "turn")
+COUNTED = ("entities", "observations", "relations", "turns", "skipped")
+
+
+class ImportResult(BaseModel):
+    lines: int
+    entities: int
+    observations: int
+    relations: int
+    turns: int
+    skipped: int  # rows whose id was already in this memory (a repeated import)
+
+
+def _time(value: int | None) -> str | None:
+    return None if value is None else format_time(value)
+
+
+EXPORT_ENTITIES = """
+    SELECT * FROM entity WHERE owner_id = :owner AND (:project IS NULL OR project = :project)
+    ORDER BY id
+"""
+EXPORT_OBSERVATIONS = """
+    SELECT o.*, e.name AS entity_name FROM observation o JOIN entity e ON e.id = o.entity_id
+    WHERE o.owner_id = :owner AND (:project IS NULL OR o.project = :project) ORDER BY o.seq
+"""
+EXPORT_RELATIONS = """
+    SELECT r.*, s.name AS source_name, t.name AS target_name
+    FROM relation r JOIN entity s ON s.id = r.source_id JOIN entity t ON t.id = r.target_id
+    WHERE r.owner_id = :owner AND (:project IS NULL OR r.project = :project) ORDER BY r.seq
+"""
+EXPORT_TURNS = """
+    SELECT * FROM turn WHERE owner_id = :owner AND (:project IS NULL OR project = :project)
+    ORDER BY seq
+"""
+
+
+def export_records(tx: Tx, project: str | None) -> list[dict[str, Any]]:
+    """Every row of the (app, user) of `tx`, or of one project of it, with all ids and times."""
+    if tx.owner is None:
+        return []
+    params = {"owner": tx.owner, "project": project}
+    records: list[dict[str, Any]] = []
+    for row in tx.all(EXPORT_ENTITIES, params):
+        records.append(
+            {
+                "type": "entity",
+                "name": row["name"],
+                "entity_type": row["entity_type"],
+                "project": row["project"] or None,
+                "recorded_at": _time(row["recorded_at"]),
+            }
+        )
+    times = ("valid_from", "valid_to", "recorded_at", "invalidated_at")
+    for row in tx.all(EXPORT_OBSERVATIONS, params):
+        records.append(
+            {
+                "type": "observation",
+                "id": row["id"],
+                "entity": row["entity_name"],
+                "text": row["text"],
+                "attribute": row["attribute"],
+                "project": row["project"] or None,
+                **{name: _time(row[name]) for name in times},
+                "reason": row["reason"],
+            }
+        )
+    for row in tx.all(EXPORT_RELATIONS, params):
+        records.append(
+            {
+                "type": "relation",
+                "id": row["id"],
+                "source": row["source_name"],
+                "relation": row["relation"],
+                "target": row["target_name"],
+                "project": row["project"] or None,
+                **{name: _time(row[name]) for name in times},
+                "reason": row["reason"],
+            }
+        )
+    for row in tx.all(EXPORT_TURNS, params):
+        records.append(
+            {
+                "type": "turn",
+                "id": row["id"],
+                "session_id": row["session_id"],
+                "role": row["role"],
+                "text": row["text"],
+                "at": _time(row["at"]),
+                "project": row["project"] or None,
+                "recorded_at": _time(row["recorded_at"]),
+            }
+        )
+    return records
+
+
+# ---------------------------------------------------------------- import
+
+Step = Callable[[Tx, ScopeKey], dict[str, int]]  # writes one record; returns counts
+
+
+def _field(record: dict[str, Any], name: str, kinds: type | tuple[type, ...] = str) -> Any:
+    value = record.get(name)
+    if not isinstance(value, kinds):
+        expected = getattr(kinds, "__name__", "value")
+        raise ValueError(f"field {name!r} is missing or not a {expected}")
+    return value
+
+
+def _optional_time(record: dict[str, Any], name: str) -> int | None:
+    value = record.get(name)
+    return None if value is None else parse_time(value, name)
+
+
+def _own_record(record: dict[str, Any]) -> Step:
+    """One line of chronomem's own export format, checked; the step writes it as is."""
+    kind = record["type"]
+    project = record.get("project")
+    if project is not None and (not isinstance(project, str) or not project.strip()):
+        raise ValueError("field 'project' must be null or a non-blank string")
+    if kind == "entity":
+        name, entity_type = _field(record, "name"), _field(record, "entity_type")
+        recorded_at = parse_time(_field(record, "recorded_at"), "recorded_at")
+        parse_arguments(RememberArgs, entity=name, facts=["x"], entity_type=entity_type)
+
+        def step(tx: Tx, scope: ScopeKey) -> dict[str, int]:
+            created = _insert_entity(tx, scope, name, entity_type, project, recorded_at)[1]
+            return {"entities" if created else "skipped": 1}
+
+        return step
+    times = {}
+    if kind in ("observation", "relation"):
+        for name in ("valid_from", "recorded_at"):
+            times[name] = parse_time(_field(record, name), name)
+        for name in ("valid_to", "invalidated_at"):
+            times[name] = _optional_time(record, name)
+        if (times["valid_to"] is None) != (times["invalidated_at"] is None):
+            raise ValueError("valid_to and invalidated_at must both be set or both be null")
+        if times["valid_to"] is not None and times["valid_to"] < times["valid_from"]:
+            raise ValueError("valid_to is before valid_from")
+    identifier = _field(record, "id")
+    if kind == "observation":
+        entity, text = _field(record, "entity"), _field(record, "text")
+        attribute = record.get("attribute")
+        parse_arguments(RememberArgs, entity=entity, facts=[text], attribute=attribute)
+        values = {"entity": entity, "text": text, "attribute": attribute,
+                  "reason": record.get("reason"), **times}  # fmt: skip
+        return lambda tx, scope: _insert_row(tx, scope, "observation", identifier, project, values)
+    if kind == "relation":
+        source, relation, target = (_field(record, n) for n in ("source", "relation", "target"))
+        parse_arguments(RelateArgs, source=source, relation=relation, target=target)
+        values = {"source": source, "relation": relation, "target": target,
+                  "reason": record.get("reason"), **times}  # fmt: skip
+        return lambda tx, scope: _insert_row(tx, scope, "relation", identifier, project, values)
+    session_id, role, text = (_field(record, n) for n in ("session_id", "role", "text"))
+    values = {"session_id": session_id, "role": role, "text": text,
+              "at": parse_time(_field(record, "at"), "at"),
+              "recorded_at": parse_time(_field(record, "recorded_at"), "recorded_at")}  # fmt: skip
+    return lambda tx, scope: _insert_row(tx, scope, "turn", identifier, project, values)
+
+
+def _reference_record(record: dict[str, Any]) -> list[Step]:
+    """One line of the reference memory server's `memory.jsonl`, as engine calls."""
+    if record["type"] == "entity":
+        name, entity_type = _field(record, "name"), _field(record, "entityType")
+        observations = _field(record, "observations", list)
+        batches = [
+            observations[i : i + FACTS_PER_CALL]
+            for i in range(0, len(observations), FACTS_PER_CALL)
+        ] or [[]]
+        steps: list[Step] = []
+        for batch in batches:
+            if not batch:  # an entity with no observations: create it alone
+                parse_arguments(RememberArgs, entity=name, facts=["x"], entity_type=entity_type)
+                steps.append(
+                    lambda tx, scope, n=name, t=entity_type: _reference_entity(tx, scope, n, t)
+                )
+                continue
+            args = parse_arguments(RememberArgs, entity=name, facts=batch, entity_type=entity_type)
+            steps.append(lambda tx, scope, a=args: _remembered(remember(tx, scope, a)))
+        return steps
+    args = parse_arguments(
+        RelateArgs,
+        source=_field(record, "from"),
+        relation=_field(record, "relationType"),
+        target=_field(record, "to"),
+    )
+    return [
+        lambda tx, scope: {"relations" if not relate(tx, scope, args).existing else "skipped": 1}
+    ]
+
+
+def _remembered(result: RememberResult) -> dict[str, int]:
+    counts = {"observations": len(result.added), "skipped": len(result.duplicates)}
+    if result.entity.created:
+        counts["entities"] = 1
+    return counts
+
+
+def parse_import(lines: Iterable[str]) -> list[tuple[int, Step]]:
+    """Check every line and return the steps that write them, numbered by line.
+
+    Raises:
+        InvalidInputError: naming the first bad line and what is wrong with it.
+    """
+    steps: list[tuple[int, Step]] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            if not isinstance(record, dict) or record.get("type") not in KINDS:
+                raise ValueError(
+                    'not a record: expected an object whose "type" is one of ' + ", ".join(KINDS)
+                )
+            reference = "entityType" in record or "relationType" in record
+            if reference:
+                steps += [(number, step) for step in _reference_record(record)]
+            elif record["type"] in KINDS:
+                steps.append((number, _own_record(record)))
+        except (ValueError, InvalidInputError, ValidationError) as exc:  # JSONDecodeError too
+            raise InvalidInputError(f"line {number}: {exc}") from None
+    return steps
+
+
+def write_batch(tx: Tx, scope: ScopeKey, steps: Iterable[tuple[int, Step]]) -> dict[str, int]:
+    """Run a batch of import steps in `tx`; counts by kind."""
+    counts: dict[str, int] = {}
+    ensure_owner(tx, scope)
+    for number, step in steps:
+        try:
+            done = step(tx, scope)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"line {number}: {exc}") from None
+        for kind, count in done.items():
+            counts[kind] = counts.get(kind, 0) + count
+    top = tx.one(MAX_TIME, {"owner": tx.owner})
+    if top and top[0] is not None:  # later writes must come after imported history
+        tx.run("UPDATE tx_clock SET last = max(last, :top) WHERE id = 1", {"top": top[0]})
+    return counts
+
+
+MAX_TIME = """
+    SELECT max(
+        (SELECT max(max(recorded_at, coalesce(invalidated_at, 0))) FROM observation
+         WHERE owner_id = :owner),
+        (SELECT max(max(recorded_at, coalesce(invalidated_at, 0))) FROM relation
+         WHERE owner_id = :owner),
+        (SELECT max(recorded_at) FROM turn WHERE owner_id = :owner),
+        (SELECT max(recorded_at) FROM entity WHERE owner_id = :owner)
+    )
+"""
+
+FIND_ENTITY = "SELECT id FROM entity WHERE owner_id = :owner AND name_key = :key"
+INSERT_ENTITY = """
+    INSERT INTO entity (owner_id, project, name, name_key, entity_type, recorded_at)
+    VALUES (:owner, :project, :name, :key, :entity_type, :recorded_at)
+"""
+
+
+def _insert_entity(
+    tx: Tx, scope: ScopeKey, name: str, entity_type: str, project: str | None, recorded_at: int
+) -> tuple[int, bool]:
+    """The entity's id, and whether this created it."""
+    key = match_key(name)
+    row = tx.one(FIND_ENTITY, {"owner": tx.owner, "key": key})
+    if row is not None:
+        return row["id"], False
+    entity_id = tx.insert(
+        INSERT_ENTITY,
+        {"owner": tx.owner, "project": project or GLOBAL, "name": " ".join(name.split()),
+         "key": key, "entity_type": entity_type, "recorded_at": recorded_at},
+    )  # fmt: skip
+    return entity_id, True
+
+
+def _reference_entity(tx: Tx, scope: ScopeKey, name: str, entity_type: str) -> dict[str, int]:
+    created = _insert_entity(tx, scope, name, entity_type, scope.project or None, tx.now)[1]
+    return {"entities" if created else "skipped": 1}
+
+
+def _entity_id(tx: Tx, scope: ScopeKey, name: str, project: str | None, at: int) -> int:
+    return _insert_entity(tx, scope, name, "general", project, at)[0]
+
+
+INSERT_OBSERVATION = """
+    INSERT INTO observation (id, owner_id, project, entity_id, text, text_key, attribute,
+                             attribute_key, valid_from, valid_to, recorded_at, invalidated_at,
+                             reason)
+    VALUES (:id, :owner, :project, :entity_id, :text, :text_key, :attribute, :attribute_key,
+            :valid_from, :valid_to, :recorded_at, :invalidated_at, :reason)
+"""
+INSERT_RELATION = """
+    INSERT INTO relation (id, owner_id, project, source_id, relation, target_id, valid_from,
+                          valid_to, recorded_at, invalidated_at, reason)
+    VALUES (:id, :owner, :project, :source_id, :relation, :target_id, :valid_from, :valid_to,
+            :recorded_at, :invalidated_at, :reason)
+"""
+INSERT_TURN = """
+    INSERT INTO turn (id, owner_id, project, session_id, role, text, at, recorded_at)
+    VALUES (:id, :owner, :project, :session_id, :role, :text, :at, :recorded_at)
+"""
+ID_OWNER = {
+    "observation": "SELECT owner_id FROM observation WHERE id = :id",
+    "relation": "SELECT owner_id FROM relation WHERE id = :id",
+    "turn": "SELECT owner_id FROM turn WHERE id = :id",
+}
+
+
+def _insert_row(
+    tx: Tx, scope: ScopeKey, kind: str, identifier: str, project: str | None, values: dict
+) -> dict[str, int]:
+    plural = {"observation": "observations", "relation": "relations", "turn": "turns"}[kind]
+    holder = tx.one(ID_OWNER[kind], {"id": identifier})
+    if holder is not None:
+        if holder[0] != tx.owner:
+            raise InvalidInputError(f"id {identifier!r} belongs to another memory; not imported")
+        return {"skipped": 1}  # already here: importing the same file twice changes nothing
+    base = {"id": identifier, "owner": tx.owner, "project": project or GLOBAL}
+    if kind == "observation":
+        entity_id = _entity_id(tx, scope, values["entity"], project, values["recorded_at"])
+        attribute = values["attribute"]
+        tx.run(INSERT_OBSERVATION, {
+            **base, "entity_id": entity_id, "text": values["text"],
+            "text_key": match_key(values["text"]),
+            "attribute": " ".join(attribute.split()) if attribute else None,
+            "attribute_key": match_key(attribute) if attribute else None,
+            **{k: values[k] for k in ("valid_from", "valid_to", "recorded_at",
+                                      "invalidated_at", "reason")},
+        })  # fmt: skip
+    elif kind == "relation":
+        tx.run(INSERT_RELATION, {
+            **base,
+            "source_id": _entity_id(tx, scope, values["source"], project, values["recorded_at"]),
+            "relation": relation_type(values["relation"]),
+            "target_id": _entity_id(tx, scope, values["target"], project, values["recorded_at"]),
+            **{k: values[k] for k in ("valid_from", "valid_to", "recorded_at",
+                                      "invalidated_at", "reason")},
+        })  # fmt: skip
+    else:
+        tx.run(INSERT_TURN, {**base, **values})
+    return {plural: 1}
+
+
+def export_lines(records: Iterable[dict[str, Any]]) -> Iterator[str]:
+    for record in records:
+        yield json.dumps(record, ensure_ascii=False, separators=(",", ":"))
