@@ -240,7 +240,13 @@ def parse_import(lines: Iterable[str]) -> list[tuple[int, Step]]:
                 raise ValueError(
                     'not a record: expected an object whose "type" is one of ' + ", ".join(KINDS)
                 )
-            reference = "entityType" in record or "relationType" in record
+            if record["type"] == "entity" and not {"entityType", "entity_type"} & set(record):
+                raise ValueError(
+                    "an entity needs 'entityType' (reference memory.jsonl) "
+                    "or 'entity_type' (chronomem export)"
+                )
+            markers = ("entityType", "observations", "relationType", "from")
+            reference = any(marker in record for marker in markers)
             if reference:
                 steps += [(number, step) for step in _reference_record(record)]
             elif record["type"] in KINDS:

@@ -14,8 +14,16 @@ import click
 from memory import DatabaseFileError, GraphMemory
 
 from .auth import Grant, create_token
-from .settings import DEFAULT_HOST, DEFAULT_PORT, Settings, is_loopback, resolve_db
-from .transports import HTTP_PATH, SSE_PATH, TRANSPORTS
+from .settings import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    HTTP_PATH,
+    SSE_PATH,
+    TRANSPORTS,
+    Settings,
+    is_loopback,
+    resolve_db,
+)
 
 __all__ = ["main"]
 
@@ -146,6 +154,9 @@ def token_create(
             raise click.BadParameter("must not be blank", param_hint=name)
     click.echo(create_token(auth_tokens, Grant(app, user, project, read_only)))
 
+
+# The other subcommands register themselves on `main`.
+from . import admin_commands, commands  # noqa: E402, F401
 
 if __name__ == "__main__":  # pragma: no cover
     main(prog_name="chronomem")

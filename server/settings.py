@@ -10,6 +10,10 @@ from pathlib import Path
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
+TRANSPORTS = ("stdio", "sse", "http")
+HTTP_PATH = "/mcp"
+SSE_PATH = "/sse"
+MESSAGES_PATH = "/messages/"
 
 
 def default_db_path(environ: Mapping[str, str]) -> Path:

@@ -7,14 +7,9 @@ from mcp.server import MCPServer
 from starlette.types import ASGIApp
 
 from .auth import BearerAuth, TokenFile
-from .settings import Settings
+from .settings import HTTP_PATH, MESSAGES_PATH, SSE_PATH, Settings
 
 __all__ = ["http_app", "serve"]
-
-TRANSPORTS = ("stdio", "sse", "http")
-HTTP_PATH = "/mcp"
-SSE_PATH = "/sse"
-MESSAGES_PATH = "/messages/"
 
 
 def http_app(server: MCPServer, settings: Settings, transport: str, host: str) -> ASGIApp:

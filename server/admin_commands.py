@@ -1,0 +1,179 @@
+"""`chronomem inspect`, `stats`, `export`, `import` and `purge`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+from rich.tree import Tree
+
+from memory import MemoryScope
+
+from .cli import main, scope_options
+from .commands import emit, json_option, run, time_options
+
+
+@main.command()
+@time_options
+@scope_options
+@json_option
+def inspect(as_of, known_at, history, as_json, **scope):  # type: ignore[no-untyped-def]
+    """The graph as a tree: entities, their facts with validity, relations as arrows.
+
+    Example: chronomem inspect --history
+    """
+
+    async def whole_graph(s: MemoryScope) -> dict[str, Any]:
+        entities, relations, cursor = [], [], None
+        while True:
+            page = await s.read_graph(
+                as_of=as_of, known_at=known_at, include_history=history, limit=500, cursor=cursor
+            )
+            entities += page.entities
+            relations += page.relations
+            cursor = page.next_cursor
+            if cursor is None:
+                return {"entities": entities, "relations": relations}
+
+    graph = run(scope, whole_graph)
+    if as_json:
+        click.echo(json.dumps({
+            "entities": [e.model_dump(mode="json") for e in graph["entities"]],
+            "relations": [r.model_dump(mode="json") for r in graph["relations"]],
+        }, ensure_ascii=False, indent=2))  # fmt: skip
+        return
+    styled = sys.stdout.isatty()
+    tree = Tree(f"memory of {scope['user']} in {scope['app']}"
+                + (f", project {scope['project']}" if scope["project"] else ""))  # fmt: skip
+    for entity in graph["entities"]:
+        branch = tree.add(f"{entity.name} ({entity.entity_type})")
+        for o in entity.observations:
+            if o.current:
+                branch.add(f"{o.text}  [since {o.valid_from}]")
+            else:
+                label = f"{o.text}  [{o.valid_from} – {o.valid_to or '…'}]"
+                branch.add(f"[strike]{label}[/strike]" if styled else f"(closed) {label}")
+        for r in graph["relations"]:
+            if r.source == entity.name:
+                label = f"→ {r.relation} {r.target}"
+                if r.current:
+                    branch.add(label)
+                else:
+                    label += f"  [{r.valid_from} – {r.valid_to or '…'}]"
+                    branch.add(f"[strike]{label}[/strike]" if styled else f"(closed) {label}")
+    if not graph["entities"]:
+        tree.add("(empty)")
+    console = Console() if styled else Console(file=sys.stdout, no_color=True, width=200,
+                                               markup=False, highlight=False)  # fmt: skip
+    console.print(tree)
+
+
+@main.command()
+@scope_options
+@json_option
+def stats(as_json, **scope):  # type: ignore[no-untyped-def]
+    """Counts: entities, current and closed facts and relations, turns, sessions, size.
+
+    Example: chronomem stats
+    """
+    result = run(scope, lambda s: s.stats())
+
+    def human(r: Any) -> Table:
+        table = Table(title=f"{scope['user']} in {scope['app']}")
+        table.add_column("what")
+        table.add_column("count", justify="right")
+        for name, value in r.model_dump().items():
+            table.add_row(name.replace("_", " "), f"{value:,}")
+        return table
+
+    emit(result, as_json, human)
+
+
+@main.command()
+@click.option(
+    "--out", type=click.Path(dir_okay=False, path_type=Path), help="Write here, not stdout."
+)
+@scope_options
+def export(out, **scope):  # type: ignore[no-untyped-def]
+    """Every entity, fact, relation and turn as JSON Lines, with all ids and times.
+
+    Example: chronomem export --out backup.jsonl
+    """
+    from memory.transfer import export_lines
+
+    records = run(scope, lambda s: s.export())
+    handle = out.open("w", encoding="utf-8") if out else sys.stdout
+    try:
+        for line in export_lines(records):
+            handle.write(line + "\n")
+    finally:
+        if out:
+            handle.close()
+    if out:
+        click.echo(f"exported {len(records):,} records to {out}", err=True)
+
+
+@main.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@scope_options
+@json_option
+def import_(file, as_json, **scope):  # type: ignore[no-untyped-def]
+    """Import a chronomem export or the reference memory server's memory.jsonl.
+
+    Every line is checked first: a malformed line names its number and nothing is kept.
+    Example: chronomem import memory.jsonl
+    """
+    lines = file.read_text(encoding="utf-8").splitlines()
+    show = sys.stderr.isatty() and not as_json
+    progress = Progress(console=Console(stderr=True), transient=True) if show else None
+
+    async def load(s: MemoryScope) -> Any:
+        if progress is None:
+            return await s.import_lines(lines)
+        with progress:
+            task = progress.add_task("importing", total=len(lines))
+            return await s.import_lines(lines, progress=lambda n: progress.advance(task, n))
+
+    result = run(scope, load)
+    emit(result, as_json, lambda r: (
+        f"imported {r.lines:,} lines: {r.entities:,} entities, {r.observations:,} facts, "
+        f"{r.relations:,} relations, {r.turns:,} turns ({r.skipped:,} already present)"
+    ))  # fmt: skip
+
+
+@main.command()
+@click.option("--session", "session_id", help="Erase this conversation (of --user).")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@scope_options
+@json_option
+@click.pass_context
+def purge(ctx, session_id, yes, as_json, **scope):  # type: ignore[no-untyped-def]
+    """Physically erase a user, a project or a session: no text of it stays in the file.
+
+    --session S erases one conversation of --user; else --project P erases that
+    project of --user; else --user U erases all of U's memory in --app. The only
+    command that deletes. Example: chronomem purge --user alice --yes
+    """
+    user_given = ctx.get_parameter_source("user") is not click.core.ParameterSource.DEFAULT
+    if session_id:
+        what, target = "session", f"session {session_id!r} of {scope['user']!r}"
+    elif scope["project"]:
+        what, target = "project", f"project {scope['project']!r} of {scope['user']!r}"
+    elif user_given:
+        what, target = "user", f"all memory of user {scope['user']!r}"
+    else:
+        raise click.UsageError("say what to erase: --user U, --project P or --session S")
+    if not yes and not click.confirm(f"Erase {target} in app {scope['app']!r} for good?", err=True):
+        click.echo("nothing erased", err=True)
+        sys.exit(1)
+    result = run(scope, lambda s: s.purge(what, session_id=session_id))
+    emit(result, as_json, lambda r: (
+        f"erased {target}: {r.entities:,} entities, {r.observations:,} facts, "
+        f"{r.relations:,} relations, {r.turns:,} turns"
+    ))  # fmt: skip

@@ -1,0 +1,212 @@
+"""The installed `chronomem` executable, run as a person would, for every subcommand."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import CHRONOMEM
+
+
+class Cli:
+    def __init__(self, db: Path) -> None:
+        self.db = db
+        self.env = {**os.environ, "CHRONOMEM_DB": str(db), "CHRONOMEM_APP": "coach"}
+        for name in ("CHRONOMEM_USER", "CHRONOMEM_PROJECT"):
+            self.env.pop(name, None)
+
+    def __call__(
+        self, *args: str, code: int = 0, stdin: str = ""
+    ) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [CHRONOMEM, *args], capture_output=True, text=True, env=self.env, input=stdin,
+            timeout=60,
+        )  # fmt: skip
+        assert done.returncode == code, done.stdout + done.stderr
+        assert "Traceback" not in done.stderr
+        return done
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self(*args, "--json").stdout)
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    return Cli(tmp_path / "memory.db")
+
+
+def test_every_operation_from_the_command_line(cli: Cli) -> None:
+    added = cli.json("remember", "Alice", "likes tea", "runs 5k", "--type", "person")
+    assert added["entity"] == {"name": "Alice", "entity_type": "person", "created": True}
+    tea = added["added"][0]["id"]
+    cli("remember", "Alice", "basic plan", "--attribute", "plan", "--valid-from", "2026-01-01")
+    pro = cli.json("remember", "Alice", "pro plan", "--attribute", "plan")
+    assert [o["text"] for o in pro["superseded"]] == ["basic plan"]
+    related = cli.json("relate", "Alice", "works at", "Acme", "--exclusive")
+    assert related["relation"]["relation"] == "works_at"
+    turns = cli.json("record-turns", "s1", "--turn", "user", "my beagle ate my shoe",
+                     "--turn", "assistant", "oh no")  # fmt: skip
+    assert turns["stored"] == 2
+
+    hits = cli.json("search", "tea", "--limit", "3")["hits"]
+    assert hits[0]["entity"]["name"] == "Alice"
+    opened = cli.json("open", "alice", "Nobody")
+    assert opened["missing"] == ["Nobody"]
+    then = cli.json("open", "Alice", "--as-of", "2026-02-01")
+    assert [o["text"] for o in then["entities"][0]["observations"]] == ["basic plan"]
+    assert cli.json("read-graph", "--limit", "1")["total_entities"] == 2
+    assert cli.json("profile")["text"].startswith("[Known about the user]\n• Alice (person)")
+    timeline = cli.json("history", "Alice")["timeline"]
+    assert {item["kind"] for item in timeline} == {"observation", "relation"}
+    assert cli.json("recall", "beagle")["turns"][0]["text"] == "my beagle ate my shoe"
+    forgot = cli.json("forget", tea, "o_nope", "--reason", "asked")
+    assert forgot == {"invalidated": [tea], "already_invalid": [], "not_found": ["o_nope"]}
+    stats = cli.json("stats")
+    assert (stats["entities"], stats["observations_current"], stats["turns"]) == (2, 2, 2)
+    assert stats["observations_closed"] == 2 and stats["sessions"] == 1
+
+
+def test_human_output_is_plain_text_when_piped(cli: Cli) -> None:
+    cli("remember", "Alice", "likes tea", "--type", "person")
+    cli("remember", "Alice", "old", "--valid-from", "2020-01-01")
+    found = cli.json("search", "old")["hits"][0]["observations"]
+    fact = next(o["id"] for o in found if o["text"] == "old")
+    cli("forget", fact)
+    cli("relate", "Alice", "knows", "Bob")
+    for args in (["inspect", "--history"], ["history", "Alice"], ["stats"], ["search", "tea"],
+                 ["open", "Alice"], ["profile"]):  # fmt: skip
+        out = cli(*args).stdout
+        assert "\x1b[" not in out and "┃" not in out, args
+    tree = cli("inspect", "--history").stdout
+    assert "Alice (person)" in tree and "→ knows Bob" in tree
+    assert "likes tea  [since " in tree and "(closed) old  [2020-01-01T00:00:00Z – " in tree
+    assert "old" not in cli("inspect").stdout
+
+
+def test_exit_codes(cli: Cli) -> None:
+    bad = cli("remember", "", "x", code=2)
+    assert bad.stderr.strip() == "chronomem: entity: must not be empty"
+    assert "limit: 99 is too large" in cli("search", "x", "--limit", "99", code=2).stderr
+    assert "entity: no entity named 'Ghost'" in cli("history", "Ghost", code=2).stderr
+    cli("remember", "--no-such-flag", code=2)
+    foreign = cli.db.parent / "other.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE invoices (id INTEGER)")
+    failed = cli("stats", "--db", str(foreign), code=1)
+    assert "another program" in failed.stderr
+
+
+def test_export_import_export_gives_the_same_lines(cli: Cli, tmp_path: Path) -> None:
+    cli("remember", "Alice", "likes tea", "--type", "person")
+    cli("remember", "Alice", "basic", "--attribute", "plan", "--valid-from", "2026-01-01")
+    cli("remember", "Alice", "pro", "--attribute", "plan")
+    cli("relate", "Alice", "works at", "Acme")
+    cli("record-turns", "s1", "--turn", "user", "héllo “quotes” \n newline")
+    cli("remember", "Repo", "in rust", "--project", "p1")
+    first = cli("export").stdout
+    assert len(first.splitlines()) == 9  # 3 entities, 4 facts, 1 relation, 1 turn
+    out = tmp_path / "backup.jsonl"
+    cli("export", "--out", str(out))
+    assert out.read_text() == first
+
+    other = Cli(tmp_path / "restored.db")
+    summary = other.json("import", str(out))
+    assert (summary["entities"], summary["observations"], summary["relations"]) == (3, 4, 1)
+    assert summary["turns"] == 1 and summary["skipped"] == 0
+    assert other("export").stdout == first
+    again = other.json("import", str(out))  # a repeated import changes nothing
+    assert again["skipped"] == 9 and other("export").stdout == first
+    only_project = other("export", "--project", "p1").stdout.splitlines()
+    assert [json.loads(line)["type"] for line in only_project] == ["entity", "observation"]
+
+
+def test_import_of_the_reference_servers_memory_jsonl(cli: Cli, tmp_path: Path) -> None:
+    reference = tmp_path / "memory.jsonl"
+    lines = [
+        {"type": "entity", "name": "John_Smith", "entityType": "person",
+         "observations": ["Speaks fluent Spanish", "Graduated in 2019"]},
+        {"type": "entity", "name": "Anthropic", "entityType": "organization", "observations": []},
+        {"type": "relation", "from": "John_Smith", "to": "Anthropic", "relationType": "works_at"},
+    ]  # fmt: skip
+    reference.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    summary = cli.json("import", str(reference))
+    assert (summary["entities"], summary["observations"], summary["relations"]) == (2, 2, 1)
+    graph = cli.json("open", "John_Smith")
+    assert graph["entities"][0]["entity_type"] == "person"
+    assert {o["text"] for o in graph["entities"][0]["observations"]} == {
+        "Speaks fluent Spanish", "Graduated in 2019",
+    }  # fmt: skip
+    assert graph["relations"][0]["target"] == "Anthropic"
+    assert cli.json("import", str(reference))["skipped"] == 4  # 2 facts, 1 entity, 1 relation
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("{not json", "line 3: Expecting property name"),
+        ('{"type": "entity", "name": "X"}', "line 3: an entity needs 'entityType'"),
+        ('{"type": "planet"}', "line 3: not a record"),
+        ('{"type": "entity", "name": "", "entityType": "p", "observations": ["a"]}',
+         "line 3: entity: must not be empty"),
+        ('{"type": "relation", "from": "A", "to": "B", "relationType": "!!"}',
+         "line 3: relation: '!!' has no letters or digits"),
+    ],
+)  # fmt: skip
+def test_a_malformed_line_is_named_and_nothing_is_kept(
+    cli: Cli, tmp_path: Path, line: str, message: str
+) -> None:
+    good = '{"type": "entity", "name": "Kept?", "entityType": "t", "observations": ["no"]}'
+    source = tmp_path / "broken.jsonl"
+    source.write_text(f"{good}\n\n{line}\n{good}\n")
+    failed = cli("import", str(source), code=2)
+    assert message in failed.stderr
+    assert cli.json("stats")["entities"] == 0
+
+
+def _raw(db: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in db.parent.glob(db.name + "*"))
+
+
+def test_purge_leaves_no_trace_and_spares_other_scopes(cli: Cli) -> None:
+    secret = "zanzibar-moonlight-secret"
+    cli("remember", "Secret Keeper", f"knows the {secret}", "--user", "alice")
+    cli("relate", "Secret Keeper", "guards", f"Vault {secret}", "--user", "alice")
+    cli("record-turns", "s1", "--turn", "user", f"tell me the {secret}", "--user", "alice")
+    cli("remember", "Bob", "keeps bees near the lighthouse", "--user", "bob")
+    assert secret.encode() in _raw(cli.db)
+
+    refused = cli("purge", "--user", "alice", stdin="n\n", code=1)
+    assert "nothing erased" in refused.stderr
+    assert cli.json("stats", "--user", "alice")["entities"] == 2
+
+    erased = cli.json("purge", "--user", "alice", "--yes")
+    assert (erased["entities"], erased["observations"], erased["turns"]) == (2, 1, 1)
+    assert secret.encode() not in _raw(cli.db)
+    assert b"Secret Keeper" not in _raw(cli.db)
+    assert b"keeps bees near the lighthouse" in _raw(cli.db)
+    assert cli.json("stats", "--user", "alice")["entities"] == 0
+    assert cli.json("search", "bees", "--user", "bob")["hits"][0]["entity"]["name"] == "Bob"
+    with sqlite3.connect(cli.db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_purge_of_a_project_and_of_a_session(cli: Cli) -> None:
+    cli("remember", "Global", "stays forever")
+    cli("remember", "Proj Thing", "project-only-whisper", "--project", "p1")
+    cli("remember", "Global", "project fact about global", "--project", "p1")
+    cli("record-turns", "keep", "--turn", "user", "kept conversation")
+    cli("record-turns", "drop", "--turn", "user", "dropped-conversation-murmur")
+    cli("purge", "--project", "p1", "--yes")
+    assert b"project-only-whisper" not in _raw(cli.db)
+    assert b"project fact about global" not in _raw(cli.db)
+    assert cli.json("open", "Global")["entities"][0]["observations"][0]["text"] == "stays forever"
+    cli("purge", "--session", "drop", "--yes")
+    assert b"dropped-conversation-murmur" not in _raw(cli.db)
+    assert cli.json("recall", "kept")["turns"][0]["text"] == "kept conversation"
+    assert "say what to erase" in cli("purge", "--yes", code=2).stderr
