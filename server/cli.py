@@ -77,6 +77,8 @@ def client_config(transport: str, host: str, port: int, settings: Settings) -> d
 @click.option("--transport", type=click.Choice(TRANSPORTS), default="stdio", show_default=True)
 @click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to listen on.")
 @click.option("--port", type=int, default=DEFAULT_PORT, show_default=True)
+@click.option("--compat", is_flag=True,
+              help="Serve the reference memory server's nine tools instead (drop-in).")  # fmt: skip
 @click.option("--auth-tokens", envvar="CHRONOMEM_AUTH_TOKENS", type=click.Path(dir_okay=False),
               help="Token file: each bearer token maps to its own scope.")  # fmt: skip
 def serve(
@@ -87,11 +89,20 @@ def serve(
     transport: str,
     host: str,
     port: int,
+    compat: bool,
     auth_tokens: str | None,
 ) -> None:
-    """Run the MCP server. Example: chronomem serve --transport http"""
-    from .app import build_server  # the SDK loads only for the commands that serve
-    from .transports import serve as run
+    """Run the MCP server. Example: chronomem serve --transport http
+
+    With --compat it offers the reference MCP memory server's tools (create_entities,
+    add_observations, ...) so its users can switch by changing one line of config.
+    """
+    from .transports import serve as run  # the SDK loads only for the commands that serve
+
+    if compat:
+        from .compat import build_compat_server as build_server
+    else:
+        from .app import build_server
 
     settings = Settings(resolve_db(db), app, user, project or None, auth_tokens)
     if transport == "stdio" and auth_tokens:
@@ -108,6 +119,8 @@ def serve(
         f"app={app!r} user={user!r} project={project!r}"
     )  # fmt: skip
     where = "stdio" if transport == "stdio" else f"{transport} on {host}:{port}"
+    if compat:
+        where += ", reference-compatible tools"
     click.echo(f"chronomem: serving {settings.db} ({who}) over {where}", err=True)
     if transport != "stdio":
         config = json.dumps(client_config(transport, host, port, settings), indent=2)

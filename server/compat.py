@@ -1,0 +1,756 @@
+"""Drop-in mode for the reference memory server, `@modelcontextprotocol/server-memory`.
+
+`build_compat_server` serves the reference's nine tools under its names, with its
+input and output schemas, titles, descriptions, annotations and result shapes
+(checked against version 2026.8.31), so a client switches to chronomem by changing
+one line of its config. The tools run on chronomem's engine, through the same
+per-request scope as the normal server:
+
+- `create_entities` skips names that already have current observations and returns
+  only what it created, like the reference; an entity known only by name (for
+  instance as a relation's end) is filled in rather than skipped.
+- The deletes are invalidations (`forget`): the facts and relations stop being
+  current and the history keeps them. An entity closed by `delete_entities` is left
+  out of every read until something about it is current again.
+- `search_nodes` is chronomem's ranked search (best first, at most 50 entities), not
+  the reference's substring match.
+- Reads show current facts only, shaped like the reference's graph.
+
+The engine's rules still hold, and breaking one is a tool error naming the field in
+the reference's terms: names are matched case-insensitively, an entity type is 1-64
+characters, a fact 1-2,000, and relation types are stored in snake_case. A relation's
+ends become entities (type "general") where the reference leaves them dangling, and
+`add_observations` accepts any entity the engine knows, a deleted one included. An
+entity deleted while nothing about it is current stays listed, with no observations:
+the engine keeps entities, and records a deletion only as the closing of facts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager
+from importlib import metadata
+from typing import Annotated, Any, TypeVar
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver.tools import Tool
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import AfterValidator, BaseModel, Field, TypeAdapter, ValidationError
+
+from memory import (
+    Entity,
+    GraphMemory,
+    InvalidInputError,
+    MemoryScope,
+    Observation,
+    Relation,
+)
+from memory.names import match_key, relation_type
+from memory.queries import ensure_owner
+from memory.timestamps import parse_time
+from memory.validation import (
+    FACTS_PER_CALL,
+    IDS_PER_CALL,
+    FactText,
+    Label,
+    Name,
+    Query,
+    parse_arguments,
+)
+from memory.writes import upsert_entity
+
+from .access import AppState, NotAuthorized, RequestScope, scope_of
+from .auth import Grant
+from .settings import Settings
+
+__all__ = ["build_compat_server", "build_compat_tools"]
+
+T = TypeVar("T")
+
+GRAPH_PAGE = 500  # read_graph's largest page
+SEARCH_LIMIT = 50  # search_nodes' largest limit
+# Reasons recorded on what the deletes close. delete_entities' reason ends with the
+# JSON list of the deleted entities the row belongs to: an entity with nothing current
+# whose last closing names it is one the client deleted.
+DELETED_ENTITY = "deleted with delete_entities"
+DELETED_OBSERVATION = "deleted with delete_observations"
+DELETED_RELATION = "deleted with delete_relations"
+
+# ---------------------------------------------------------------- the reference's schemas
+
+DRAFT_07 = "http://json-schema.org/draft-07/schema#"
+
+
+def _string(description: str | None = None) -> dict[str, Any]:
+    return {"type": "string", **({"description": description} if description else {})}
+
+
+def _strings(description: str | None = None) -> dict[str, Any]:
+    return {
+        "type": "array",
+        "items": {"type": "string"},
+        **({"description": description} if description else {}),
+    }
+
+
+def _object(properties: dict[str, Any], *, output: bool) -> dict[str, Any]:
+    """A zod object as the reference's SDK renders it: outputs are closed."""
+    shape = {"type": "object", "properties": properties, "required": list(properties)}
+    return {**shape, "additionalProperties": False} if output else shape
+
+
+def _entity(*, output: bool) -> dict[str, Any]:
+    return _object(
+        {
+            "name": _string("The name of the entity"),
+            "entityType": _string("The type of the entity"),
+            "observations": _strings("An array of observation contents associated with the entity"),
+        },
+        output=output,
+    )
+
+
+def _relation(*, output: bool) -> dict[str, Any]:
+    return _object(
+        {
+            "from": _string("The name of the entity where the relation starts"),
+            "to": _string("The name of the entity where the relation ends"),
+            "relationType": _string("The type of the relation"),
+        },
+        output=output,
+    )
+
+
+def _array(items: dict[str, Any], description: str | None = None) -> dict[str, Any]:
+    return {
+        "type": "array",
+        "items": items,
+        **({"description": description} if description else {}),
+    }
+
+
+def _input(properties: dict[str, Any]) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if properties:
+        schema["required"] = list(properties)
+    return {**schema, "$schema": DRAFT_07}
+
+
+def _output(properties: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "$schema": DRAFT_07,
+        "additionalProperties": False,
+    }
+
+
+GRAPH_OUTPUT = _output(
+    {
+        "entities": _array(_entity(output=True)),
+        "relations": _array(_relation(output=True)),
+    }
+)
+DONE_OUTPUT = _output({"success": {"type": "boolean"}, "message": {"type": "string"}})
+
+CHANGE = ToolAnnotations(
+    readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False
+)
+DELETE = ToolAnnotations(
+    readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False
+)
+READ = ToolAnnotations(
+    readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False
+)
+
+# ---------------------------------------------------------------- arguments
+# The reference's argument shapes, with the engine's limits on each field, so one
+# validation checks both and its messages use the reference's field names.
+
+
+class _Arguments(BaseModel):
+    """Unknown keys are dropped, as the reference's zod objects drop them."""
+
+
+class _NewEntity(_Arguments):
+    name: Name
+    entityType: Label
+    observations: list[FactText]
+
+
+class _CreateEntities(_Arguments):
+    entities: list[_NewEntity]
+
+
+def _checked_relation_type(text: str) -> str:
+    relation_type(text, field="relationType")  # raises what cannot name a relation
+    return text
+
+
+class _NewRelation(_Arguments):
+    source: Name = Field(alias="from")
+    to: Name
+    relationType: Annotated[Label, AfterValidator(_checked_relation_type)]
+
+
+class _CreateRelations(_Arguments):
+    relations: list[_NewRelation]
+
+
+class _NewObservations(_Arguments):
+    entityName: Name
+    contents: list[FactText]
+
+
+class _AddObservations(_Arguments):
+    observations: list[_NewObservations]
+
+
+class _DeleteEntities(_Arguments):
+    entityNames: list[str]
+
+
+class _Deletion(_Arguments):
+    entityName: str
+    observations: list[str]
+
+
+class _DeleteObservations(_Arguments):
+    deletions: list[_Deletion]
+
+
+class _RelationRef(_Arguments):
+    source: str = Field(alias="from")
+    to: str
+    relationType: str
+
+
+class _DeleteRelations(_Arguments):
+    relations: list[_RelationRef]
+
+
+class _SearchNodes(_Arguments):
+    query: Query
+
+
+class _OpenNodes(_Arguments):
+    names: list[str]
+
+
+_NAME = TypeAdapter(Name)
+
+
+def _name_or_none(text: str) -> str | None:
+    """`text` as the engine takes a name, or None where it could not name an entity
+    (blank, too long), so a read or delete of it finds nothing, as the reference's does."""
+    try:
+        return _NAME.validate_python(text)
+    except ValidationError:
+        return None
+
+
+# ---------------------------------------------------------------- results
+
+
+def _result(text_value: Any, structured: dict[str, Any]) -> CallToolResult:
+    """The reference's result: the value as 2-space-indented JSON text (JSON.stringify's
+    layout) beside the structured content."""
+    text = json.dumps(text_value, indent=2, ensure_ascii=False)
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=structured
+    )
+
+
+def _done(message: str) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=message)],
+        structured_content={"success": True, "message": message},
+    )
+
+
+def _tool_error(message: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+
+
+def _entity_json(name: str, entity_type: str, observations: Iterable[str]) -> dict[str, Any]:
+    return {"name": name, "entityType": entity_type, "observations": list(observations)}
+
+
+def _relation_json(relation: Relation) -> dict[str, str]:
+    return {"from": relation.source, "to": relation.target, "relationType": relation.relation}
+
+
+def _graph_json(entities: Iterable[Entity], relations: Iterable[Relation]) -> dict[str, Any]:
+    """The reference's graph of `entities` and of the current ones among `relations`."""
+    seen: set[str] = set()
+    current = []
+    for relation in relations:
+        if relation.current and relation.id not in seen:
+            seen.add(relation.id)
+            current.append(_relation_json(relation))
+    return {
+        "entities": [
+            _entity_json(e.name, e.entity_type, (o.text for o in e.observations if o.current))
+            for e in entities
+        ],
+        "relations": current,
+    }
+
+
+# ---------------------------------------------------------------- the engine
+
+
+def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _deletion_reason(names: Iterable[str]) -> str:
+    return f"{DELETED_ENTITY}: {json.dumps(sorted(set(names)), ensure_ascii=False)}"
+
+
+def _deleted_by(reason: str | None) -> set[str]:
+    """The match keys of the entities a closing's reason says were deleted."""
+    if reason is None or not reason.startswith(f"{DELETED_ENTITY}: "):
+        return set()
+    try:
+        names = json.loads(reason.removeprefix(f"{DELETED_ENTITY}: "))
+    except ValueError:
+        return set()
+    return {match_key(name) for name in names if isinstance(name, str)}
+
+
+def _shown(entity: Entity, relations: Sequence[Relation]) -> bool:
+    """Whether an entity is in the graph the client sees: anything current about it,
+    or, with nothing current, its last closing was not its own `delete_entities`.
+
+    `entity` carries every observation, current or not; `relations` every relation
+    touching it."""
+    rows: list[Observation | Relation] = [*entity.observations, *relations]
+    if any(row.current for row in rows):
+        return True
+    closings = [
+        (parse_time(row.invalidated_at), row.reason)
+        for row in rows
+        if row.invalidated_at is not None
+    ]
+    if not closings:
+        return True
+    last = max(at for at, _ in closings)
+    key = match_key(entity.name)
+    return not any(at == last and key in _deleted_by(reason) for at, reason in closings)
+
+
+def _touching(relations: Iterable[Relation]) -> dict[str, list[Relation]]:
+    by_name: dict[str, list[Relation]] = defaultdict(list)
+    for relation in relations:
+        by_name[relation.source].append(relation)
+        if relation.target != relation.source:
+            by_name[relation.target].append(relation)
+    return by_name
+
+
+async def _open(
+    scope: MemoryScope, names: Sequence[str], include_history: bool
+) -> tuple[list[Entity], list[Relation]]:
+    """open_nodes over any number of valid names, a page of names at a time."""
+    entities: list[Entity] = []
+    relations: list[Relation] = []
+    for chunk in _chunks(list(dict.fromkeys(names)), IDS_PER_CALL):
+        found = await scope.open_nodes(chunk, include_history=include_history)
+        entities += found.entities
+        relations += found.relations
+    return entities, relations
+
+
+async def _shown_entities(scope: MemoryScope, names: Sequence[str]) -> dict[str, Entity]:
+    """The entities of `names` the client sees, by match key, with every fact
+    (current or not): deleted ones are left out."""
+    entities, relations = await _open(scope, names, include_history=True)
+    touching = _touching(relations)
+    return {match_key(e.name): e for e in entities if _shown(e, touching[e.name])}
+
+
+async def _read_graph(scope: MemoryScope) -> dict[str, Any]:
+    entities: list[Entity] = []
+    relations: list[Relation] = []
+    cursor = None
+    while True:
+        page = await scope.read_graph(include_history=True, limit=GRAPH_PAGE, cursor=cursor)
+        entities += page.entities
+        relations += page.relations  # each under its source's page: once in all
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    touching = _touching(relations)
+    return _graph_json((e for e in entities if _shown(e, touching[e.name])), relations)
+
+
+async def _ensure_entity(scope: MemoryScope, name: str, entity_type: str) -> tuple[str, str]:
+    """Create the entity `name` with no facts (or set its type); its stored name and type.
+
+    The one step below `MemoryScope`'s API: `remember` needs at least one fact, and
+    the reference creates entities with none. It is the engine's own upsert, in one
+    write transaction, exactly as `relate` creates the entities it links.
+    """
+    key = scope.key
+
+    def create(tx: Any) -> tuple[str, str]:
+        row = upsert_entity(tx, key, ensure_owner(tx, key), name, entity_type)
+        return row.name, row.entity_type
+
+    return await scope._store.write(key.app, key.user, create)
+
+
+async def _forget(scope: MemoryScope, ids: Sequence[str], reason: str) -> None:
+    for chunk in _chunks(list(dict.fromkeys(ids)), IDS_PER_CALL):
+        await scope.forget(ids=chunk, reason=reason)
+
+
+# ---------------------------------------------------------------- the nine tools
+
+
+async def create_entities(entities: Any = None) -> CallToolResult:
+    args = parse_arguments(_CreateEntities, entities=entities)
+    scope = scope_of(write=True)
+    present, _ = await _open(scope, [e.name for e in args.entities], include_history=False)
+    filled = {match_key(e.name) for e in present if e.observations}
+    created = []
+    for entity in args.entities:
+        key = match_key(entity.name)
+        if key in filled:
+            continue
+        filled.add(key)
+        if not entity.observations:
+            name, kind = await _ensure_entity(scope, entity.name, entity.entityType)
+            created.append(_entity_json(name, kind, []))
+            continue
+        added: list[str] = []
+        for facts in _chunks(entity.observations, FACTS_PER_CALL):
+            stored = await scope.remember(entity.name, facts, entity_type=entity.entityType)
+            added += [o.text for o in stored.added]
+        created.append(_entity_json(stored.entity.name, stored.entity.entity_type, added))
+    return _result(created, {"entities": created})
+
+
+async def create_relations(relations: Any = None) -> CallToolResult:
+    args = parse_arguments(_CreateRelations, relations=relations)
+    scope = scope_of(write=True)
+    created = []
+    for relation in args.relations:
+        stored = await scope.relate(relation.source, relation.relationType, relation.to)
+        if not stored.existing:
+            created.append(_relation_json(stored.relation))
+    return _result(created, {"relations": created})
+
+
+async def add_observations(observations: Any = None) -> CallToolResult:
+    args = parse_arguments(_AddObservations, observations=observations)
+    scope = scope_of(write=True)
+    present, _ = await _open(scope, [o.entityName for o in args.observations], False)
+    names = {match_key(e.name): e.name for e in present}
+    for item in args.observations:  # like the reference, change nothing if one is missing
+        if match_key(item.entityName) not in names:
+            return _tool_error(f"Entity with name {item.entityName} not found")
+    results = []
+    for item in args.observations:
+        added: list[str] = []
+        for facts in _chunks(item.contents, FACTS_PER_CALL):
+            stored = await scope.remember(item.entityName, facts)
+            added += [o.text for o in stored.added]
+        name = names[match_key(item.entityName)]
+        results.append({"entityName": name, "addedObservations": added})
+    return _result(results, {"results": results})
+
+
+async def delete_entities(entityNames: Any = None) -> CallToolResult:
+    args = parse_arguments(_DeleteEntities, entityNames=entityNames)
+    scope = scope_of(write=True)
+    names = [n for n in map(_name_or_none, args.entityNames) if n is not None]
+    present, relations = await _open(scope, names, include_history=False)
+    deleted = {e.name for e in present}
+    # Each fact or relation is closed with a reason naming the deleted entities it
+    # belongs to, so a relation's other end, if kept, is not taken for deleted.
+    by_reason: dict[str, list[str]] = defaultdict(list)
+    for e in present:
+        by_reason[_deletion_reason([e.name])] += [o.id for o in e.observations]
+    for r in relations:
+        by_reason[_deletion_reason({r.source, r.target} & deleted)].append(r.id)
+    for reason, ids in by_reason.items():
+        await _forget(scope, ids, reason)
+    return _done("Entities deleted successfully")
+
+
+async def delete_observations(deletions: Any = None) -> CallToolResult:
+    args = parse_arguments(_DeleteObservations, deletions=deletions)
+    scope = scope_of(write=True)
+    wanted: dict[str, set[str]] = defaultdict(set)
+    for deletion in args.deletions:
+        name = _name_or_none(deletion.entityName)
+        if name is not None:
+            wanted[match_key(name)].update(match_key(text) for text in deletion.observations)
+    present, _ = await _open(scope, list(wanted), include_history=False)
+    ids = [
+        o.id
+        for entity in present
+        for o in entity.observations
+        if match_key(o.text) in wanted[match_key(entity.name)]
+    ]
+    await _forget(scope, ids, DELETED_OBSERVATION)
+    return _done("Observations deleted successfully")
+
+
+async def delete_relations(relations: Any = None) -> CallToolResult:
+    args = parse_arguments(_DeleteRelations, relations=relations)
+    scope = scope_of(write=True)
+    wanted = set()
+    for relation in args.relations:
+        source, target = _name_or_none(relation.source), _name_or_none(relation.to)
+        try:
+            kind = relation_type(relation.relationType)
+        except InvalidInputError:
+            continue  # names no relation the engine could hold
+        if source is not None and target is not None:
+            wanted.add((match_key(source), kind, match_key(target)))
+    _, present = await _open(scope, [source for source, _, _ in wanted], False)
+    ids = [
+        r.id for r in present if (match_key(r.source), r.relation, match_key(r.target)) in wanted
+    ]
+    await _forget(scope, ids, DELETED_RELATION)
+    return _done("Relations deleted successfully")
+
+
+async def read_graph() -> CallToolResult:
+    graph = await _read_graph(scope_of())
+    return _result(graph, graph)
+
+
+async def search_nodes(query: Any = None) -> CallToolResult:
+    args = parse_arguments(_SearchNodes, query=query)
+    scope = scope_of()
+    hits = (await scope.search_nodes(args.query, limit=SEARCH_LIMIT)).hits
+    # A hit with nothing current (found by its name) may be an entity the client deleted.
+    bare = [hit.entity.name for hit in hits if not (hit.observations or hit.relations)]
+    shown = await _shown_entities(scope, bare) if bare else {}
+    kept = [
+        Entity(
+            name=hit.entity.name, entity_type=hit.entity.entity_type, observations=hit.observations
+        )
+        for hit in hits
+        if hit.observations or hit.relations or match_key(hit.entity.name) in shown
+    ]
+    graph = _graph_json(kept, (relation for hit in hits for relation in hit.relations))
+    return _result(graph, graph)
+
+
+async def open_nodes(names: Any = None) -> CallToolResult:
+    args = parse_arguments(_OpenNodes, names=names)
+    scope = scope_of()
+    valid = [n for n in map(_name_or_none, args.names) if n is not None]
+    entities, relations = await _open(scope, valid, include_history=True)
+    touching = _touching(relations)
+    graph = _graph_json((e for e in entities if _shown(e, touching[e.name])), relations)
+    return _result(graph, graph)
+
+
+ENTITIES_INPUT = _input({"entities": _array(_entity(output=False))})
+RELATIONS_INPUT = _input({"relations": _array(_relation(output=False))})
+
+# name: (function, title, description, input schema, output schema, annotations)
+TOOLS: list[tuple[Any, str, str, dict[str, Any], dict[str, Any], ToolAnnotations]] = [
+    (
+        create_entities,
+        "Create Entities",
+        "Create multiple new entities in the knowledge graph",
+        ENTITIES_INPUT,
+        _output({"entities": _array(_entity(output=True))}),
+        CHANGE,
+    ),
+    (
+        create_relations,
+        "Create Relations",
+        "Create multiple new relations between entities in the knowledge graph. "
+        "Relations should be in active voice",
+        RELATIONS_INPUT,
+        _output({"relations": _array(_relation(output=True))}),
+        CHANGE,
+    ),
+    (
+        add_observations,
+        "Add Observations",
+        "Add new observations to existing entities in the knowledge graph",
+        _input(
+            {
+                "observations": _array(
+                    _object(
+                        {
+                            "entityName": _string(
+                                "The name of the entity to add the observations to"
+                            ),
+                            "contents": _strings("An array of observation contents to add"),
+                        },
+                        output=False,
+                    )
+                )
+            }
+        ),
+        _output(
+            {
+                "results": _array(
+                    _object({"entityName": _string(), "addedObservations": _strings()}, output=True)
+                )
+            }
+        ),
+        CHANGE,
+    ),
+    (
+        delete_entities,
+        "Delete Entities",
+        "Delete multiple entities and their associated relations from the knowledge graph",
+        _input({"entityNames": _strings("An array of entity names to delete")}),
+        DONE_OUTPUT,
+        DELETE,
+    ),
+    (
+        delete_observations,
+        "Delete Observations",
+        "Delete specific observations from entities in the knowledge graph",
+        _input(
+            {
+                "deletions": _array(
+                    _object(
+                        {
+                            "entityName": _string(
+                                "The name of the entity containing the observations"
+                            ),
+                            "observations": _strings("An array of observations to delete"),
+                        },
+                        output=False,
+                    )
+                )
+            }
+        ),
+        DONE_OUTPUT,
+        DELETE,
+    ),
+    (
+        delete_relations,
+        "Delete Relations",
+        "Delete multiple relations from the knowledge graph",
+        _input({"relations": _array(_relation(output=False), "An array of relations to delete")}),
+        DONE_OUTPUT,
+        DELETE,
+    ),
+    (
+        read_graph,
+        "Read Graph",
+        "Read the entire knowledge graph",
+        _input({}),
+        GRAPH_OUTPUT,
+        READ,
+    ),
+    (
+        search_nodes,
+        "Search Nodes",
+        "Search for nodes in the knowledge graph based on a query",
+        _input(
+            {
+                "query": _string(
+                    "The search query to match against entity names, types, and observation content"
+                )
+            }
+        ),
+        GRAPH_OUTPUT,
+        READ,
+    ),
+    (
+        open_nodes,
+        "Open Nodes",
+        "Open specific nodes in the knowledge graph by their names",
+        _input({"names": _strings("An array of entity names to retrieve")}),
+        GRAPH_OUTPUT,
+        READ,
+    ),
+]
+
+
+def _guarded(fn: Any) -> Any:
+    """`fn`, with a bad argument or a refused write answered as a tool error carrying
+    the message, never as a crash."""
+
+    async def run(**arguments: Any) -> CallToolResult:
+        try:
+            return await fn(**arguments)
+        except (InvalidInputError, NotAuthorized) as exc:
+            return _tool_error(str(exc))
+
+    return run
+
+
+def build_compat_tools() -> list[Tool]:
+    tools = []
+    for fn, title, description, input_schema, output_schema, hints in TOOLS:
+        tool = Tool.from_function(
+            fn, title=title, description=description, annotations=hints, structured_output=False
+        )
+        tool.fn = _guarded(fn)
+        tool.parameters = input_schema
+        # Published as the reference publishes it; each tool builds its own result.
+        tool.fn_metadata.output_schema = output_schema
+        tools.append(tool)
+    return tools
+
+
+def _version() -> str:
+    try:
+        return metadata.version("chronomem")
+    except metadata.PackageNotFoundError:  # running from a source tree
+        return "0"
+
+
+def build_compat_server(
+    settings: Settings, memory: GraphMemory | None = None
+) -> MCPServer[AppState]:
+    """The reference memory server's tools and resource over chronomem's `memory`, or
+    over `settings.db` opened by the server's lifespan; scopes and tokens work as in
+    `build_server`."""
+
+    def state(opened: GraphMemory) -> AppState:
+        return AppState(
+            memory=opened,
+            grant=Grant(settings.app, settings.user, settings.project),
+            auth_required=settings.auth_tokens is not None,
+        )
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer[AppState]) -> AsyncIterator[AppState]:
+        if memory is not None:
+            yield state(memory)
+            return
+        async with GraphMemory.open(settings.db) as opened:
+            yield state(opened)
+
+    server: MCPServer[AppState] = MCPServer(
+        name="chronomem",
+        title="chronomem memory (reference memory server compatible)",
+        version=_version(),
+        lifespan=lifespan,
+        log_level="WARNING",
+        tools=build_compat_tools(),
+        middleware=[RequestScope()],
+    )
+
+    @server.resource(
+        "memory://knowledge-graph",
+        name="knowledge-graph",
+        title="Knowledge Graph",
+        description="The full knowledge graph with all entities and relations",
+        mime_type="application/json",
+    )
+    async def knowledge_graph() -> str:
+        return json.dumps(await _read_graph(scope_of()), indent=2, ensure_ascii=False)
+
+    return server
