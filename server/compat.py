@@ -29,9 +29,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
-from contextlib import asynccontextmanager
-from importlib import metadata
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Annotated, Any, TypeVar
 
 from mcp.server import MCPServer
@@ -62,7 +60,7 @@ from memory.validation import (
 from memory.writes import upsert_entity
 
 from .access import AppState, NotAuthorized, RequestScope, scope_of
-from .auth import Grant
+from .app import memory_lifespan, server_version
 from .settings import Settings
 
 __all__ = ["build_compat_server", "build_compat_tools"]
@@ -704,13 +702,6 @@ def build_compat_tools() -> list[Tool]:
     return tools
 
 
-def _version() -> str:
-    try:
-        return metadata.version("chronomem")
-    except metadata.PackageNotFoundError:  # running from a source tree
-        return "0"
-
-
 def build_compat_server(
     settings: Settings, memory: GraphMemory | None = None
 ) -> MCPServer[AppState]:
@@ -718,26 +709,11 @@ def build_compat_server(
     over `settings.db` opened by the server's lifespan; scopes and tokens work as in
     `build_server`."""
 
-    def state(opened: GraphMemory) -> AppState:
-        return AppState(
-            memory=opened,
-            grant=Grant(settings.app, settings.user, settings.project),
-            auth_required=settings.auth_tokens is not None,
-        )
-
-    @asynccontextmanager
-    async def lifespan(_: MCPServer[AppState]) -> AsyncIterator[AppState]:
-        if memory is not None:
-            yield state(memory)
-            return
-        async with GraphMemory.open(settings.db) as opened:
-            yield state(opened)
-
     server: MCPServer[AppState] = MCPServer(
         name="chronomem",
         title="chronomem memory (reference memory server compatible)",
-        version=_version(),
-        lifespan=lifespan,
+        version=server_version(),
+        lifespan=memory_lifespan(settings, memory),
         log_level="WARNING",
         tools=build_compat_tools(),
         middleware=[RequestScope()],
