@@ -1,4 +1,7 @@
-"""The `chronomem` command line: `serve` and `token create` (more to come)."""
+"""The `chronomem` command line: the group, shared options, `serve` and `token create`.
+
+The other subcommands live in `commands.py` and `admin_commands.py`.
+"""
 
 from __future__ import annotations
 
