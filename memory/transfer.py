@@ -62,6 +62,16 @@ EXPORT_TURNS = """
 """
 
 
+def _history_fields(row: Any) -> dict[str, Any]:
+    """What observations and relations share: project, both time axes, reason."""
+    times = ("valid_from", "valid_to", "recorded_at", "invalidated_at")
+    return {
+        "project": row["project"] or None,
+        **{name: _time(row[name]) for name in times},
+        "reason": row["reason"],
+    }
+
+
 def export_records(tx: Tx, project: str | None) -> list[dict[str, Any]]:
     """Every row of the (app, user) of `tx`, or of one project of it, with all ids and times."""
     if tx.owner is None:
@@ -78,7 +88,6 @@ def export_records(tx: Tx, project: str | None) -> list[dict[str, Any]]:
                 "recorded_at": _time(row["recorded_at"]),
             }
         )
-    times = ("valid_from", "valid_to", "recorded_at", "invalidated_at")
     for row in tx.all(EXPORT_OBSERVATIONS, params):
         records.append(
             {
@@ -87,9 +96,7 @@ def export_records(tx: Tx, project: str | None) -> list[dict[str, Any]]:
                 "entity": row["entity_name"],
                 "text": row["text"],
                 "attribute": row["attribute"],
-                "project": row["project"] or None,
-                **{name: _time(row[name]) for name in times},
-                "reason": row["reason"],
+                **_history_fields(row),
             }
         )
     for row in tx.all(EXPORT_RELATIONS, params):
@@ -100,9 +107,7 @@ def export_records(tx: Tx, project: str | None) -> list[dict[str, Any]]:
                 "source": row["source_name"],
                 "relation": row["relation"],
                 "target": row["target_name"],
-                "project": row["project"] or None,
-                **{name: _time(row[name]) for name in times},
-                "reason": row["reason"],
+                **_history_fields(row),
             }
         )
     for row in tx.all(EXPORT_TURNS, params):

@@ -22,6 +22,67 @@ from server.settings import Settings
 
 pytestmark = pytest.mark.anyio
 
+# Output schemas the reference repeats across its tools.
+DELETE_OUTPUT = {
+    "type": "object",
+    "properties": {"success": {"type": "boolean"}, "message": {"type": "string"}},
+    "required": ["success", "message"],
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "additionalProperties": False,
+}
+
+GRAPH_OUTPUT = {
+    "type": "object",
+    "properties": {
+        "entities": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "description": "The name of the entity"},
+                    "entityType": {
+                        "type": "string",
+                        "description": "The type of the entity",
+                    },
+                    "observations": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "An array of observation contents associated with the entity",
+                    },
+                },
+                "required": ["name", "entityType", "observations"],
+                "additionalProperties": False,
+            },
+        },
+        "relations": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "from": {
+                        "type": "string",
+                        "description": "The name of the entity where the relation starts",
+                    },
+                    "to": {
+                        "type": "string",
+                        "description": "The name of the entity where the relation ends",
+                    },
+                    "relationType": {
+                        "type": "string",
+                        "description": "The type of the relation",
+                    },
+                },
+                "required": ["from", "to", "relationType"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "required": ["entities", "relations"],
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "additionalProperties": False,
+}
+
+
 REFERENCE_TOOLS = [
     {
         "name": "create_entities",
@@ -229,13 +290,7 @@ REFERENCE_TOOLS = [
             "required": ["entityNames"],
             "$schema": "http://json-schema.org/draft-07/schema#",
         },
-        "outputSchema": {
-            "type": "object",
-            "properties": {"success": {"type": "boolean"}, "message": {"type": "string"}},
-            "required": ["success", "message"],
-            "$schema": "http://json-schema.org/draft-07/schema#",
-            "additionalProperties": False,
-        },
+        "outputSchema": DELETE_OUTPUT,
         "annotations": {
             "readOnlyHint": False,
             "destructiveHint": True,
@@ -272,13 +327,7 @@ REFERENCE_TOOLS = [
             "required": ["deletions"],
             "$schema": "http://json-schema.org/draft-07/schema#",
         },
-        "outputSchema": {
-            "type": "object",
-            "properties": {"success": {"type": "boolean"}, "message": {"type": "string"}},
-            "required": ["success", "message"],
-            "$schema": "http://json-schema.org/draft-07/schema#",
-            "additionalProperties": False,
-        },
+        "outputSchema": DELETE_OUTPUT,
         "annotations": {
             "readOnlyHint": False,
             "destructiveHint": True,
@@ -319,13 +368,7 @@ REFERENCE_TOOLS = [
             "required": ["relations"],
             "$schema": "http://json-schema.org/draft-07/schema#",
         },
-        "outputSchema": {
-            "type": "object",
-            "properties": {"success": {"type": "boolean"}, "message": {"type": "string"}},
-            "required": ["success", "message"],
-            "$schema": "http://json-schema.org/draft-07/schema#",
-            "additionalProperties": False,
-        },
+        "outputSchema": DELETE_OUTPUT,
         "annotations": {
             "readOnlyHint": False,
             "destructiveHint": True,
@@ -342,56 +385,7 @@ REFERENCE_TOOLS = [
             "properties": {},
             "$schema": "http://json-schema.org/draft-07/schema#",
         },
-        "outputSchema": {
-            "type": "object",
-            "properties": {
-                "entities": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "name": {"type": "string", "description": "The name of the entity"},
-                            "entityType": {
-                                "type": "string",
-                                "description": "The type of the entity",
-                            },
-                            "observations": {
-                                "type": "array",
-                                "items": {"type": "string"},
-                                "description": "An array of observation contents associated with the entity",
-                            },
-                        },
-                        "required": ["name", "entityType", "observations"],
-                        "additionalProperties": False,
-                    },
-                },
-                "relations": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "from": {
-                                "type": "string",
-                                "description": "The name of the entity where the relation starts",
-                            },
-                            "to": {
-                                "type": "string",
-                                "description": "The name of the entity where the relation ends",
-                            },
-                            "relationType": {
-                                "type": "string",
-                                "description": "The type of the relation",
-                            },
-                        },
-                        "required": ["from", "to", "relationType"],
-                        "additionalProperties": False,
-                    },
-                },
-            },
-            "required": ["entities", "relations"],
-            "$schema": "http://json-schema.org/draft-07/schema#",
-            "additionalProperties": False,
-        },
+        "outputSchema": GRAPH_OUTPUT,
         "annotations": {
             "readOnlyHint": True,
             "destructiveHint": False,
@@ -414,56 +408,7 @@ REFERENCE_TOOLS = [
             "required": ["query"],
             "$schema": "http://json-schema.org/draft-07/schema#",
         },
-        "outputSchema": {
-            "type": "object",
-            "properties": {
-                "entities": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "name": {"type": "string", "description": "The name of the entity"},
-                            "entityType": {
-                                "type": "string",
-                                "description": "The type of the entity",
-                            },
-                            "observations": {
-                                "type": "array",
-                                "items": {"type": "string"},
-                                "description": "An array of observation contents associated with the entity",
-                            },
-                        },
-                        "required": ["name", "entityType", "observations"],
-                        "additionalProperties": False,
-                    },
-                },
-                "relations": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "from": {
-                                "type": "string",
-                                "description": "The name of the entity where the relation starts",
-                            },
-                            "to": {
-                                "type": "string",
-                                "description": "The name of the entity where the relation ends",
-                            },
-                            "relationType": {
-                                "type": "string",
-                                "description": "The type of the relation",
-                            },
-                        },
-                        "required": ["from", "to", "relationType"],
-                        "additionalProperties": False,
-                    },
-                },
-            },
-            "required": ["entities", "relations"],
-            "$schema": "http://json-schema.org/draft-07/schema#",
-            "additionalProperties": False,
-        },
+        "outputSchema": GRAPH_OUTPUT,
         "annotations": {
             "readOnlyHint": True,
             "destructiveHint": False,
@@ -487,56 +432,7 @@ REFERENCE_TOOLS = [
             "required": ["names"],
             "$schema": "http://json-schema.org/draft-07/schema#",
         },
-        "outputSchema": {
-            "type": "object",
-            "properties": {
-                "entities": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "name": {"type": "string", "description": "The name of the entity"},
-                            "entityType": {
-                                "type": "string",
-                                "description": "The type of the entity",
-                            },
-                            "observations": {
-                                "type": "array",
-                                "items": {"type": "string"},
-                                "description": "An array of observation contents associated with the entity",
-                            },
-                        },
-                        "required": ["name", "entityType", "observations"],
-                        "additionalProperties": False,
-                    },
-                },
-                "relations": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "from": {
-                                "type": "string",
-                                "description": "The name of the entity where the relation starts",
-                            },
-                            "to": {
-                                "type": "string",
-                                "description": "The name of the entity where the relation ends",
-                            },
-                            "relationType": {
-                                "type": "string",
-                                "description": "The type of the relation",
-                            },
-                        },
-                        "required": ["from", "to", "relationType"],
-                        "additionalProperties": False,
-                    },
-                },
-            },
-            "required": ["entities", "relations"],
-            "$schema": "http://json-schema.org/draft-07/schema#",
-            "additionalProperties": False,
-        },
+        "outputSchema": GRAPH_OUTPUT,
         "annotations": {
             "readOnlyHint": True,
             "destructiveHint": False,
