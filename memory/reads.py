@@ -71,7 +71,15 @@ SELECT_PAGE = f"""
     WHERE e.id > :after AND {ENTITY_VISIBLE}
     ORDER BY e.id LIMIT :limit
 """
-COUNT_VISIBLE = f"SELECT count(*) FROM entity e WHERE {ENTITY_VISIBLE}"
+# The same entities as ENTITY_VISIBLE, counted in two parts so that the usual one,
+# entities of the scope's own projects, is counted from an index alone.
+COUNT_VISIBLE = f"""
+    SELECT (SELECT count(*) FROM entity
+            WHERE owner_id = :owner AND project IN (:g, :p) AND recorded_at <= :known_at)
+         + (SELECT count(*) FROM entity e  -- project > '' (global): in some project
+            WHERE e.owner_id = :owner AND e.project > :g AND e.project <> :p
+              AND {ENTITY_VISIBLE})
+"""
 _CURSOR_PREFIX = "entity:"
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections import defaultdict
+from dataclasses import dataclass
 
 from .models import (
     EntityInfo,
@@ -26,7 +27,7 @@ from .store import Tx, json_list
 from .temporal import Moment, visible_rows_sql
 from .timestamps import format_time
 
-__all__ = ["fts_query", "ranked_entities", "recall", "search_nodes"]
+__all__ = ["fts_query", "query_terms", "ranked_entities", "recall", "search_nodes"]
 
 _WORD = re.compile(r"\w+")
 MAX_TERMS = 64
@@ -45,18 +46,86 @@ STOP_WORDS = frozenset(
 )
 
 
-def fts_query(text: str) -> str | None:
-    """An FTS5 query matching any word of `text`, or None when it has no words.
+def query_terms(text: str) -> list[str]:
+    """The words of `text`, each quoted for FTS5 `MATCH`, at most `MAX_TERMS`.
 
     Stop words are dropped unless nothing else is left ("who is it?" still searches).
     """
     words = [word.casefold() for word in _WORD.findall(text)]
     kept = [word for word in words if word not in STOP_WORDS] or words
-    terms = list(dict.fromkeys(kept))[:MAX_TERMS]
-    if not terms:
-        return None
-    return " OR ".join(f'"{term}"' for term in terms)
+    return [f'"{term}"' for term in list(dict.fromkeys(kept))[:MAX_TERMS]]
 
+
+def fts_query(text: str) -> str | None:
+    """An FTS5 query matching any word of `text`, or None when it has no words."""
+    return " OR ".join(query_terms(text)) or None
+
+
+# Ranking costs time for every row a query matches, so ranking every row with a
+# common word would make a query's cost grow with the size of memory. A query ranks
+# the rows of its rarest words, adding words from rarest up while the rows to rank
+# stay within RANKED_ROWS; a more common word left out has a low IDF anyway (Lucene's
+# CommonTermsQuery works the same way). When even the rarest word has more rows, the
+# query ranks the rows that have all its words, plus the newest NEWEST_WINDOW rows
+# that have any. Memories of a few thousand facts are ranked over every word.
+RANKED_ROWS = 1_000
+NEWEST_WINDOW = 2_000
+FTS_TABLES = ("entity_fts", "observation_fts", "relation_fts", "turn_fts")
+COUNT_ROWS = {
+    table: f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH :term LIMIT :cap)"
+    for table in FTS_TABLES
+}
+
+
+@dataclass(frozen=True)
+class Match:
+    """One FTS5 query to run: its expression, and whether it ranks only the newest rows."""
+
+    expression: str
+    newest: bool = False
+
+
+def plan_matches(tx: Tx, table: str, terms: list[str]) -> list[Match]:
+    """The queries that rank `terms` on `table` in bounded time (see RANKED_ROWS)."""
+    cap = {"cap": RANKED_ROWS + 1}  # counting stops there: only "more" matters
+    counts = {term: tx.one(COUNT_ROWS[table], {"term": term, **cap})[0] for term in terms}
+    present = sorted((term for term in terms if counts[term]), key=counts.__getitem__)
+    if not present:
+        return []
+    chosen, rows = [], 0
+    for term in present:
+        if rows + counts[term] > RANKED_ROWS:
+            break
+        chosen.append(term)
+        rows += counts[term]
+    if chosen:
+        return [Match(" OR ".join(chosen))]
+    if len(present) == 1:
+        return [Match(present[0], newest=True)]
+    return [Match(" AND ".join(present)), Match(" OR ".join(present), newest=True)]
+
+
+def _order(fts: str, match: Match) -> str:
+    if match.newest:
+        return f"ORDER BY {fts}.rowid DESC LIMIT {NEWEST_WINDOW}"
+    return "ORDER BY rank LIMIT :candidates"
+
+
+def _ranked_rows(tx: Tx, table: str, terms: list[str], sql: str, params: dict) -> list:
+    """Rows of `sql` (which ranks `table` by `:match`, ordered by `{order}`) for each
+    planned query, once each, best first, at most CANDIDATES."""
+    rows: dict[int, sqlite3.Row] = {}
+    for match in plan_matches(tx, table, terms):
+        for row in tx.all(
+            sql.format(order=_order(table, match)), {**params, "match": match.expression}
+        ):
+            rows.setdefault(row["rowid"], row)
+    return sorted(rows.values(), key=lambda row: row["rank"])[: params["candidates"]]
+
+
+# Each ranking query joins the FTS index to its table as CROSS JOIN, which SQLite
+# never reorders: the index must drive, or the planner may walk every row of the
+# owner and probe the index for each (seen: seconds instead of milliseconds).
 
 # Search weights: a match on the name says more than one in a fact; relation types
 # ("works_at") are short and common, so they count least.
@@ -66,43 +135,32 @@ RELATION_WEIGHT = 0.5
 CANDIDATES = 500
 
 SEARCH_NAMES = f"""
-    SELECT 'name' AS kind, e.id AS entity_id, NULL AS other_id,
-           bm25(entity_fts, 4.0, 1.0) AS rank
-    FROM entity_fts JOIN entity e ON e.id = entity_fts.rowid
+    SELECT e.id AS rowid, e.id AS entity_id, bm25(entity_fts, 4.0, 1.0) AS rank
+    FROM entity_fts CROSS JOIN entity e ON e.id = entity_fts.rowid
     WHERE entity_fts MATCH :match AND {ENTITY_VISIBLE}
-    ORDER BY rank LIMIT :candidates
+    {{order}}
 """
 
 
 def _search_facts_sql(include_history: bool) -> str:
     return f"""
-        SELECT 'fact' AS kind, o.entity_id, NULL AS other_id, bm25(observation_fts) AS rank
-        FROM observation_fts JOIN observation o ON o.seq = observation_fts.rowid
+        SELECT o.seq AS rowid, o.entity_id, bm25(observation_fts) AS rank
+        FROM observation_fts CROSS JOIN observation o ON o.seq = observation_fts.rowid
         WHERE observation_fts MATCH :match AND o.owner_id = :owner AND o.project IN (:g, :p)
           AND {visible_rows_sql("o", include_history)}
-        ORDER BY rank LIMIT :candidates
+        {{order}}
     """
 
 
 def _search_relations_sql(include_history: bool) -> str:
     return f"""
-        SELECT 'relation' AS kind, r.source_id AS entity_id, r.target_id AS other_id,
+        SELECT r.seq AS rowid, r.source_id AS entity_id, r.target_id AS other_id,
                bm25(relation_fts) AS rank
-        FROM relation_fts JOIN relation r ON r.seq = relation_fts.rowid
+        FROM relation_fts CROSS JOIN relation r ON r.seq = relation_fts.rowid
         WHERE relation_fts MATCH :match AND r.owner_id = :owner AND r.project IN (:g, :p)
           AND {visible_rows_sql("r", include_history)}
-        ORDER BY rank LIMIT :candidates
+        {{order}}
     """
-
-
-def _search_sql(include_history: bool) -> str:
-    """Names, facts and relations in one statement (one trip to the database thread)."""
-    parts = (
-        SEARCH_NAMES,
-        _search_facts_sql(include_history),
-        _search_relations_sql(include_history),
-    )
-    return " UNION ALL ".join(f"SELECT * FROM ({part})" for part in parts)
 
 
 SELECT_ENTITIES_BY_ID = """
@@ -118,31 +176,37 @@ def ranked_entities(
     at: Moment,
     include_history: bool,
     entity_type: str | None = None,
+    limit: int | None = None,
 ) -> list[tuple[sqlite3.Row, float]]:
-    """Entities relevant to `query`, best first, with scores normalised to (0, 1]."""
-    match = fts_query(query)
-    if match is None:
+    """Entities relevant to `query`, best first, with scores normalised to (0, 1]; the
+    best `limit` of them (and any tied with the last), or all when `limit` is None."""
+    terms = query_terms(query)
+    if not terms:
         return []
-    params = scope.params(
-        owner, match=match, as_of=at.as_of, known_at=at.known_at, candidates=CANDIDATES
-    )
+    params = scope.params(owner, as_of=at.as_of, known_at=at.known_at, candidates=CANDIDATES)
     scores: dict[int, float] = defaultdict(float)
+    for row in _ranked_rows(tx, "entity_fts", terms, SEARCH_NAMES, params):
+        scores[row["entity_id"]] += NAME_WEIGHT * -row["rank"]
     facts: dict[int, list[float]] = defaultdict(list)
-    for row in tx.all(_search_sql(include_history), params):
-        weight = -row["rank"]
-        if row["kind"] == "name":
-            scores[row["entity_id"]] += NAME_WEIGHT * weight
-        elif row["kind"] == "fact":
-            facts[row["entity_id"]].append(weight)
-        else:  # a relation: its source is what it says most about
-            scores[row["entity_id"]] += RELATION_WEIGHT * weight
-            scores[row["other_id"]] += RELATION_WEIGHT / 2 * weight
+    sql = _search_facts_sql(include_history)
+    for row in _ranked_rows(tx, "observation_fts", terms, sql, params):
+        facts[row["entity_id"]].append(-row["rank"])
     for entity_id, weights in facts.items():
         best = sorted(weights, reverse=True)
         scores[entity_id] += sum(w * r for w, r in zip(FACT_WEIGHTS, best, strict=False))
+    sql = _search_relations_sql(include_history)
+    for row in _ranked_rows(tx, "relation_fts", terms, sql, params):
+        # a relation says most about its source
+        scores[row["entity_id"]] += RELATION_WEIGHT * -row["rank"]
+        scores[row["other_id"]] += RELATION_WEIGHT / 2 * -row["rank"]
     if not scores:
         return []
-    rows = tx.all(SELECT_ENTITIES_BY_ID, {"ids": json_list(scores)})
+    ids = list(scores)
+    if limit is not None and entity_type is None and len(ids) > limit:
+        # Only the best `limit` need their rows (ties on the score go by changed_at).
+        cut = sorted(scores.values(), reverse=True)[limit - 1]
+        ids = [entity_id for entity_id in ids if scores[entity_id] >= cut]
+    rows = tx.all(SELECT_ENTITIES_BY_ID, {"ids": json_list(ids)})
     if entity_type is not None:
         wanted = match_key(entity_type)
         rows = [row for row in rows if match_key(row["entity_type"]) == wanted]
@@ -150,7 +214,7 @@ def ranked_entities(
     if not rows:
         return []
     best_score = scores[rows[0]["id"]]
-    return [(row, scores[row["id"]] / best_score) for row in rows]
+    return [(row, scores[row["id"]] / best_score) for row in rows[:limit]]
 
 
 def search_nodes(tx: Tx, scope: ScopeKey, args: SearchNodesArgs) -> SearchNodesResult:
@@ -162,9 +226,8 @@ def search_nodes(tx: Tx, scope: ScopeKey, args: SearchNodesArgs) -> SearchNodesR
     if owner is None:
         return SearchNodesResult(hits=[])
     ranked = ranked_entities(
-        tx, scope, owner, args.query, at, args.include_history, args.entity_type
+        tx, scope, owner, args.query, at, args.include_history, args.entity_type, args.limit
     )
-    ranked = ranked[: args.limit]
     ids = [row["id"] for row, _ in ranked]
     facts = observations_of(tx, scope, owner, ids, at, args.include_history)
     relations = relations_of(tx, scope, owner, ids, at, args.include_history, touching=True)
@@ -189,14 +252,13 @@ SESSION_TURNS = 3
 RECALL_CANDIDATES = 200
 
 RECALL_CANDIDATES_SQL = """
-    SELECT t.seq, t.session_id, bm25(turn_fts) AS rank
-    FROM turn_fts JOIN turn t ON t.seq = turn_fts.rowid
+    SELECT t.seq AS rowid, t.session_id, bm25(turn_fts) AS rank
+    FROM turn_fts CROSS JOIN turn t ON t.seq = turn_fts.rowid
     WHERE turn_fts MATCH :match AND t.owner_id = :owner AND t.project IN (:g, :p)
       AND (:session_id IS NULL OR t.session_id = :session_id)
       AND (:after IS NULL OR t.at >= :after)
       AND (:before IS NULL OR t.at < :before)
-    ORDER BY rank
-    LIMIT :candidates
+    {order}
 """
 SELECT_TURNS = "SELECT * FROM turn WHERE seq IN (SELECT value FROM json_each(:seqs))"
 
@@ -218,23 +280,20 @@ def session_scores(candidates: list[tuple[int, str, float]]) -> dict[int, float]
 
 def recall(tx: Tx, scope: ScopeKey, args: RecallArgs) -> RecallResult:
     owner = find_owner(tx, scope)
-    match = fts_query(args.query)
-    if owner is None or match is None:
+    terms = query_terms(args.query)
+    if owner is None or not terms:
         return RecallResult(turns=[])
-    candidates = tx.all(
-        RECALL_CANDIDATES_SQL,
-        scope.params(
-            owner,
-            match=match,
-            session_id=args.session_id,
-            after=args.after,
-            before=args.before,
-            candidates=RECALL_CANDIDATES,
-        ),
+    params = scope.params(
+        owner,
+        session_id=args.session_id,
+        after=args.after,
+        before=args.before,
+        candidates=RECALL_CANDIDATES,
     )
+    candidates = _ranked_rows(tx, "turn_fts", terms, RECALL_CANDIDATES_SQL, params)
     if not candidates:
         return RecallResult(turns=[])
-    scores = session_scores([(r["seq"], r["session_id"], -r["rank"]) for r in candidates])
+    scores = session_scores([(r["rowid"], r["session_id"], -r["rank"]) for r in candidates])
     top = sorted(scores, key=lambda seq: (-scores[seq], -seq))[: args.limit]
     rows = {r["seq"]: r for r in tx.all(SELECT_TURNS, {"seqs": json_list(top)})}
     best = scores[top[0]]

@@ -20,8 +20,8 @@ Clock = Callable[[], int]
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NAIVE_EPOCH = datetime(1970, 1, 1)
 _RFC3339 = re.compile(
-    r"(?P<date>\d{4}-\d{2}-\d{2})"
-    r"(?:[Tt ](?P<hms>\d{2}:\d{2}:\d{2})(?:\.(?P<frac>\d{1,9}))?"
+    r"(\d{4})-(\d{2})-(\d{2})"
+    r"(?:[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(?P<frac>\d{1,9}))?"
     r"(?P<offset>[Zz]|[+-]\d{2}:\d{2})?)?"
 )
 
@@ -55,32 +55,37 @@ def parse_time(value: object, field: str = "time") -> int:
             f"{field}: expected an RFC 3339 timestamp or YYYY-MM-DD string, "
             f"got {type(value).__name__}"
         )
+    try:
+        return _parse_text(value)
+    except ValueError as exc:
+        raise ValueError(f"{field}: {_preview(value)} {exc}") from None
+
+
+@lru_cache(maxsize=4_096)  # an import repeats times: valid_from is often recorded_at
+def _parse_text(value: str) -> int:
     match = _RFC3339.fullmatch(value.strip())
     if match is None:
         raise ValueError(
-            f"{field}: {_preview(value)} is not a timestamp; use RFC 3339 such as "
-            "2026-06-01T09:30:00Z or 2026-06-01T11:30:00+02:00, or a date YYYY-MM-DD"
+            "is not a timestamp; use RFC 3339 such as 2026-06-01T09:30:00Z or "
+            "2026-06-01T11:30:00+02:00, or a date YYYY-MM-DD"
         )
-    text = match["date"] + "T" + (match["hms"] or "00:00:00")
-    frac = (match["frac"] or "").ljust(6, "0")[:6]
-    try:
-        moment = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").replace(
-            microsecond=int(frac), tzinfo=UTC
-        )
+    year, month, day, hour, minute, second, frac, offset = match.groups()
+    try:  # the constructor checks the calendar (no 31 April, no second 60)
+        moment = datetime(
+            int(year), int(month), int(day), int(hour or 0), int(minute or 0),
+            int(second or 0), int((frac or "").ljust(6, "0")[:6]), UTC,
+        )  # fmt: skip
     except ValueError:
-        raise ValueError(f"{field}: {_preview(value)} is not a valid calendar time") from None
-    offset = match["offset"]
+        raise ValueError("is not a valid calendar time") from None
     if offset and offset not in ("Z", "z"):
         sign = 1 if offset[0] == "+" else -1
         hours, minutes = int(offset[1:3]), int(offset[4:6])
         if hours > 23 or minutes > 59:
-            raise ValueError(f"{field}: {_preview(value)} has an invalid UTC offset")
+            raise ValueError("has an invalid UTC offset")
         try:
             moment -= sign * timedelta(hours=hours, minutes=minutes)
         except OverflowError:
-            raise ValueError(
-                f"{field}: {_preview(value)} falls outside years 0001-9999 in UTC"
-            ) from None
+            raise ValueError("falls outside years 0001-9999 in UTC") from None
     return to_micros(moment)
 
 

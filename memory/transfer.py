@@ -128,7 +128,20 @@ def export_records(tx: Tx, project: str | None) -> list[dict[str, Any]]:
 
 # ---------------------------------------------------------------- import
 
-Step = Callable[[Tx, ScopeKey], dict[str, int]]  # writes one record; returns counts
+
+class Batch:
+    """What the steps of one import transaction share: the transaction, the scope, the
+    entity ids looked up so far, and the latest time the batch wrote (which later
+    writes must not precede)."""
+
+    def __init__(self, tx: Tx, scope: ScopeKey) -> None:
+        self.tx = tx
+        self.scope = scope
+        self.entity_ids: dict[str, int] = {}
+        self.latest = 0
+
+
+Step = Callable[[Batch], dict[str, int]]  # writes one record; returns counts
 
 
 def _field(record: dict[str, Any], name: str, kinds: type | tuple[type, ...] = str) -> Any:
@@ -155,8 +168,8 @@ def _own_record(record: dict[str, Any]) -> Step:
         recorded_at = parse_time(_field(record, "recorded_at"), "recorded_at")
         parse_arguments(RememberArgs, entity=name, facts=["x"], entity_type=entity_type)
 
-        def step(tx: Tx, scope: ScopeKey) -> dict[str, int]:
-            created = _insert_entity(tx, scope, name, entity_type, project, recorded_at)[1]
+        def step(batch: Batch) -> dict[str, int]:
+            created = _insert_entity(batch, name, entity_type, project, recorded_at)[1]
             return {"entities" if created else "skipped": 1}
 
         return step
@@ -177,18 +190,18 @@ def _own_record(record: dict[str, Any]) -> Step:
         parse_arguments(RememberArgs, entity=entity, facts=[text], attribute=attribute)
         values = {"entity": entity, "text": text, "attribute": attribute,
                   "reason": record.get("reason"), **times}  # fmt: skip
-        return lambda tx, scope: _insert_row(tx, scope, "observation", identifier, project, values)
+        return lambda batch: _insert_row(batch, "observation", identifier, project, values)
     if kind == "relation":
         source, relation, target = (_field(record, n) for n in ("source", "relation", "target"))
         parse_arguments(RelateArgs, source=source, relation=relation, target=target)
         values = {"source": source, "relation": relation, "target": target,
                   "reason": record.get("reason"), **times}  # fmt: skip
-        return lambda tx, scope: _insert_row(tx, scope, "relation", identifier, project, values)
+        return lambda batch: _insert_row(batch, "relation", identifier, project, values)
     session_id, role, text = (_field(record, n) for n in ("session_id", "role", "text"))
     values = {"session_id": session_id, "role": role, "text": text,
               "at": parse_time(_field(record, "at"), "at"),
               "recorded_at": parse_time(_field(record, "recorded_at"), "recorded_at")}  # fmt: skip
-    return lambda tx, scope: _insert_row(tx, scope, "turn", identifier, project, values)
+    return lambda batch: _insert_row(batch, "turn", identifier, project, values)
 
 
 def _reference_record(record: dict[str, Any]) -> list[Step]:
@@ -204,12 +217,10 @@ def _reference_record(record: dict[str, Any]) -> list[Step]:
         for batch in batches:
             if not batch:  # an entity with no observations: create it alone
                 parse_arguments(RememberArgs, entity=name, facts=["x"], entity_type=entity_type)
-                steps.append(
-                    lambda tx, scope, n=name, t=entity_type: _reference_entity(tx, scope, n, t)
-                )
+                steps.append(lambda batch, n=name, t=entity_type: _reference_entity(batch, n, t))
                 continue
             args = parse_arguments(RememberArgs, entity=name, facts=batch, entity_type=entity_type)
-            steps.append(lambda tx, scope, a=args: _remembered(remember(tx, scope, a)))
+            steps.append(lambda batch, a=args: _remembered(remember(batch.tx, batch.scope, a)))
         return steps
     args = parse_arguments(
         RelateArgs,
@@ -218,7 +229,9 @@ def _reference_record(record: dict[str, Any]) -> list[Step]:
         target=_field(record, "to"),
     )
     return [
-        lambda tx, scope: {"relations" if not relate(tx, scope, args).existing else "skipped": 1}
+        lambda batch: {
+            "relations" if not relate(batch.tx, batch.scope, args).existing else "skipped": 1
+        }
     ]
 
 
@@ -265,29 +278,20 @@ def write_batch(tx: Tx, scope: ScopeKey, steps: Iterable[tuple[int, Step]]) -> d
     """Run a batch of import steps in `tx`; counts by kind."""
     counts: dict[str, int] = {}
     ensure_owner(tx, scope)
+    batch = Batch(tx, scope)
     for number, step in steps:
         try:
-            done = step(tx, scope)
+            done = step(batch)
         except InvalidInputError as exc:
             raise InvalidInputError(f"line {number}: {exc}") from None
         for kind, count in done.items():
             counts[kind] = counts.get(kind, 0) + count
-    top = tx.one(MAX_TIME, {"owner": tx.owner})
-    if top and top[0] is not None:  # later writes must come after imported history
-        tx.run("UPDATE tx_clock SET last = max(last, :top) WHERE id = 1", {"top": top[0]})
+    if batch.latest > tx.now:  # later writes must come after imported history
+        tx.run(ADVANCE_CLOCK_TO, {"latest": batch.latest})
     return counts
 
 
-MAX_TIME = """
-    SELECT max(
-        (SELECT max(max(recorded_at, coalesce(invalidated_at, 0))) FROM observation
-         WHERE owner_id = :owner),
-        (SELECT max(max(recorded_at, coalesce(invalidated_at, 0))) FROM relation
-         WHERE owner_id = :owner),
-        (SELECT max(recorded_at) FROM turn WHERE owner_id = :owner),
-        (SELECT max(recorded_at) FROM entity WHERE owner_id = :owner)
-    )
-"""
+ADVANCE_CLOCK_TO = "UPDATE tx_clock SET last = max(last, :latest) WHERE id = 1"
 
 FIND_ENTITY = "SELECT id FROM entity WHERE owner_id = :owner AND name_key = :key"
 INSERT_ENTITY = """
@@ -297,87 +301,104 @@ INSERT_ENTITY = """
 
 
 def _insert_entity(
-    tx: Tx, scope: ScopeKey, name: str, entity_type: str, project: str | None, recorded_at: int
+    batch: Batch, name: str, entity_type: str, project: str | None, recorded_at: int
 ) -> tuple[int, bool]:
     """The entity's id, and whether this created it."""
     key = match_key(name)
+    known = batch.entity_ids.get(key)
+    if known is not None:
+        return known, False
+    tx = batch.tx
     row = tx.one(FIND_ENTITY, {"owner": tx.owner, "key": key})
+    created = row is None
     if row is not None:
-        return row["id"], False
-    entity_id = tx.insert(
-        INSERT_ENTITY,
-        {"owner": tx.owner, "project": project or GLOBAL, "name": " ".join(name.split()),
-         "key": key, "entity_type": entity_type, "recorded_at": recorded_at},
-    )  # fmt: skip
-    return entity_id, True
+        entity_id = row["id"]
+    else:
+        entity_id = tx.add(
+            "entity",
+            INSERT_ENTITY,
+            {"owner": tx.owner, "project": project or GLOBAL, "name": " ".join(name.split()),
+             "key": key, "entity_type": entity_type, "recorded_at": recorded_at},
+        )  # fmt: skip
+        batch.latest = max(batch.latest, recorded_at)
+    batch.entity_ids[key] = entity_id
+    return entity_id, created
 
 
-def _reference_entity(tx: Tx, scope: ScopeKey, name: str, entity_type: str) -> dict[str, int]:
-    created = _insert_entity(tx, scope, name, entity_type, scope.project or None, tx.now)[1]
+def _reference_entity(batch: Batch, name: str, entity_type: str) -> dict[str, int]:
+    project = batch.scope.project or None
+    created = _insert_entity(batch, name, entity_type, project, batch.tx.now)[1]
     return {"entities" if created else "skipped": 1}
 
 
-def _entity_id(tx: Tx, scope: ScopeKey, name: str, project: str | None, at: int) -> int:
-    return _insert_entity(tx, scope, name, "general", project, at)[0]
+def _entity_id(batch: Batch, name: str, project: str | None, at: int) -> int:
+    return _insert_entity(batch, name, "general", project, at)[0]
 
 
+# A row whose id is already stored is left alone (ON CONFLICT): importing the same
+# file twice changes nothing.
 INSERT_OBSERVATION = """
     INSERT INTO observation (id, owner_id, project, entity_id, text, text_key, attribute,
                              attribute_key, valid_from, valid_to, recorded_at, invalidated_at,
                              reason)
     VALUES (:id, :owner, :project, :entity_id, :text, :text_key, :attribute, :attribute_key,
             :valid_from, :valid_to, :recorded_at, :invalidated_at, :reason)
+    ON CONFLICT (id) DO NOTHING
 """
 INSERT_RELATION = """
     INSERT INTO relation (id, owner_id, project, source_id, relation, target_id, valid_from,
                           valid_to, recorded_at, invalidated_at, reason)
     VALUES (:id, :owner, :project, :source_id, :relation, :target_id, :valid_from, :valid_to,
             :recorded_at, :invalidated_at, :reason)
+    ON CONFLICT (id) DO NOTHING
 """
 INSERT_TURN = """
     INSERT INTO turn (id, owner_id, project, session_id, role, text, at, recorded_at)
     VALUES (:id, :owner, :project, :session_id, :role, :text, :at, :recorded_at)
+    ON CONFLICT (id) DO NOTHING
 """
 ID_OWNER = {
     "observation": "SELECT owner_id FROM observation WHERE id = :id",
     "relation": "SELECT owner_id FROM relation WHERE id = :id",
     "turn": "SELECT owner_id FROM turn WHERE id = :id",
 }
+HISTORY_TIMES = ("valid_from", "valid_to", "recorded_at", "invalidated_at", "reason")
 
 
 def _insert_row(
-    tx: Tx, scope: ScopeKey, kind: str, identifier: str, project: str | None, values: dict
+    batch: Batch, kind: str, identifier: str, project: str | None, values: dict
 ) -> dict[str, int]:
-    plural = {"observation": "observations", "relation": "relations", "turn": "turns"}[kind]
-    holder = tx.one(ID_OWNER[kind], {"id": identifier})
-    if holder is not None:
-        if holder[0] != tx.owner:
-            raise InvalidInputError(f"id {identifier!r} belongs to another memory; not imported")
-        return {"skipped": 1}  # already here: importing the same file twice changes nothing
-    base = {"id": identifier, "owner": tx.owner, "project": project or GLOBAL}
+    tx = batch.tx
+    row = {"id": identifier, "owner": tx.owner, "project": project or GLOBAL}
     if kind == "observation":
-        entity_id = _entity_id(tx, scope, values["entity"], project, values["recorded_at"])
         attribute = values["attribute"]
-        tx.run(INSERT_OBSERVATION, {
-            **base, "entity_id": entity_id, "text": values["text"],
-            "text_key": match_key(values["text"]),
+        sql = INSERT_OBSERVATION
+        row.update({
+            "entity_id": _entity_id(batch, values["entity"], project, values["recorded_at"]),
+            "text": values["text"], "text_key": match_key(values["text"]),
             "attribute": " ".join(attribute.split()) if attribute else None,
             "attribute_key": match_key(attribute) if attribute else None,
-            **{k: values[k] for k in ("valid_from", "valid_to", "recorded_at",
-                                      "invalidated_at", "reason")},
+            **{k: values[k] for k in HISTORY_TIMES},
         })  # fmt: skip
     elif kind == "relation":
-        tx.run(INSERT_RELATION, {
-            **base,
-            "source_id": _entity_id(tx, scope, values["source"], project, values["recorded_at"]),
+        sql = INSERT_RELATION
+        row.update({
+            "source_id": _entity_id(batch, values["source"], project, values["recorded_at"]),
             "relation": relation_type(values["relation"]),
-            "target_id": _entity_id(tx, scope, values["target"], project, values["recorded_at"]),
-            **{k: values[k] for k in ("valid_from", "valid_to", "recorded_at",
-                                      "invalidated_at", "reason")},
+            "target_id": _entity_id(batch, values["target"], project, values["recorded_at"]),
+            **{k: values[k] for k in HISTORY_TIMES},
         })  # fmt: skip
     else:
-        tx.run(INSERT_TURN, {**base, **values})
-    return {plural: 1}
+        sql = INSERT_TURN
+        row.update(values)
+    if not tx.add(kind, sql, row):
+        holder = tx.one(ID_OWNER[kind], {"id": identifier})
+        if holder is not None and holder[0] != tx.owner:
+            raise InvalidInputError(f"id {identifier!r} belongs to another memory; not imported")
+        return {"skipped": 1}
+    latest = max(values["recorded_at"], values.get("invalidated_at") or 0)
+    batch.latest = max(batch.latest, latest)
+    return {kind + "s": 1}
 
 
 def export_lines(records: Iterable[dict[str, Any]]) -> Iterator[str]:

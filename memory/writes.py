@@ -72,7 +72,8 @@ def upsert_entity(
     row = tx.one(SELECT_ENTITY, {"owner": owner, "key": match_key(name)})
     if row is None:
         kind = entity_type or "general"
-        entity_id = tx.insert(
+        entity_id = tx.add(
+            "entity",
             INSERT_ENTITY,
             {
                 "owner": owner,
@@ -233,7 +234,8 @@ def remember(tx: Tx, scope: ScopeKey, args: RememberArgs) -> RememberResult:
     _close(
         tx, "observation", closing.values(), valid_from, _superseded_reason(list(new_ids.values()))
     )
-    tx.run_many(
+    tx.add_many(
+        "observation",
         INSERT_OBSERVATION,
         [
             {
@@ -333,7 +335,8 @@ def relate(tx: Tx, scope: ScopeKey, args: RelateArgs) -> RelateResult:
     relation_id = existing["id"] if existing is not None else new_id("r")
     _close(tx, "relation", closing.values(), valid_from, _superseded_reason([relation_id]))
     if existing is None:
-        tx.run(
+        tx.add(
+            "relation",
             INSERT_RELATION,
             {
                 **params,
@@ -437,7 +440,8 @@ INSERT_TURN = """
 def record_turns(tx: Tx, scope: ScopeKey, args: RecordTurnsArgs) -> RecordTurnsResult:
     owner = ensure_owner(tx, scope)
     ids = [new_id("t") for _ in args.turns]
-    tx.run_many(
+    tx.add_many(
+        "turn",
         INSERT_TURN,
         [
             {

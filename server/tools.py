@@ -72,9 +72,15 @@ async def _run(operation: str, *, write: bool, **arguments: Any) -> Any:
     }
     try:
         scope = scope_of(write=write)
-        return await getattr(scope, operation)(**arguments)
+        result: BaseModel = await getattr(scope, operation)(**arguments)
     except (InvalidInputError, NotAuthorized) as exc:
         return _tool_error(str(exc))
+    # The text block carries the same JSON as `structuredContent`, compact: the SDK's
+    # default indents it, which nearly doubles what a large result sends.
+    return CallToolResult(
+        content=[TextContent(type="text", text=result.model_dump_json())],
+        structured_content=result.model_dump(mode="json"),
+    )
 
 
 async def remember(
@@ -273,5 +279,33 @@ def build_tools() -> list[Tool]:
             structured_output=True,
         )
         tool.parameters = arguments.model_json_schema()
+        tool.fn_metadata.output_schema = plain_schema(tool.fn_metadata.output_schema)
         tools.append(tool)
     return tools
+
+
+def plain_schema(schema: Any) -> Any:
+    """`schema` with every `$ref` written out in place and each optional value as
+    `"type": [T, "null"]` instead of an `anyOf`: the same constraints, in the form
+    that JSON Schema validators check fastest. Clients check every result against
+    the output schema (the MCP Python SDK with `jsonschema`, which took ~2x longer
+    over `$ref`s and `anyOf`s)."""
+    definitions = schema.get("$defs", {}) if isinstance(schema, dict) else {}
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            return walk(definitions[node["$ref"].rsplit("/", 1)[-1]])
+        out = {key: walk(value) for key, value in node.items() if key != "$defs"}
+        options = out.get("anyOf")
+        if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+            (other,) = [option for option in options if option != {"type": "null"}]
+            if set(other) == {"type"} and isinstance(other["type"], str):
+                del out["anyOf"]
+                out["type"] = [other["type"], "null"]
+        return out
+
+    return walk(schema)

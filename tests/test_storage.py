@@ -19,10 +19,13 @@ from memory.profile import (
 )
 from memory.queries import SELECT_VISIBLE_ENTITIES, _observations_sql, _relations_sql
 from memory.reads import COUNT_VISIBLE, SELECT_PAGE
-from memory.schema import APPLICATION_ID, LATEST_VERSION, MIGRATIONS
+from memory.schema import APPLICATION_ID, INDEX_NEW, LATEST_VERSION, MIGRATIONS
 from memory.search import (
+    COUNT_ROWS,
     RECALL_CANDIDATES_SQL,
     SEARCH_NAMES,
+    Match,
+    _order,
     _search_facts_sql,
     _search_relations_sql,
 )
@@ -148,11 +151,20 @@ async def test_a_newer_schema_is_refused(db_path: Path) -> None:
             pass
 
 
+RANKED, NEWEST = Match('"x"'), Match('"x"', newest=True)
 HOT_STATEMENTS = {
-    "search names": SEARCH_NAMES,
-    "search facts": _search_facts_sql(False),
-    "search relations": _search_relations_sql(True),
-    "recall candidates": RECALL_CANDIDATES_SQL,
+    **{
+        f"{name}, {'newest' if match.newest else 'ranked'}": sql.format(order=_order(table, match))
+        for name, table, sql in (
+            ("search names", "entity_fts", SEARCH_NAMES),
+            ("search facts", "observation_fts", _search_facts_sql(False)),
+            ("search relations", "relation_fts", _search_relations_sql(True)),
+            ("recall candidates", "turn_fts", RECALL_CANDIDATES_SQL),
+        )
+        for match in (RANKED, NEWEST)
+    },
+    **{f"count rows of {table}": sql for table, sql in COUNT_ROWS.items()},
+    **{f"index new {kind}": sql for kind, sql in INDEX_NEW.items()},
     "recent entities": RECENT_ENTITIES,
     "card facts": CARD_FACTS,
     "card relations": CARD_RELATIONS,
@@ -180,18 +192,19 @@ async def test_hot_statements_use_indexes(db_path: Path, name: str) -> None:
     sql = HOT_STATEMENTS[name]
     with sqlite3.connect(db_path) as conn:
         names = "owner g p key known_at as_of after before limit entity attribute source"
-        names += " relation target candidates session_id changed_at id batch"
+        names += " relation target candidates session_id changed_at id batch cap"
         params: dict[str, object] = dict.fromkeys(names.split(), 1)
         params["entities"] = "[1]"
         params["keys"] = '["e"]'
-        params["match"] = '"x"'
+        params["match"] = params["term"] = '"x"'
+        params["rowids"] = "[1]"
         plan = conn.execute(f"EXPLAIN QUERY PLAN {sql}", params).fetchall()
     details = [row[3] for row in plan]
     scans = [
         d
         for d in details
         if d.startswith("SCAN")
-        and not any(ok in d for ok in ("json_each", "VIRTUAL TABLE", "(subquery"))
+        and not any(ok in d for ok in ("json_each", "VIRTUAL TABLE", "(subquery", "CONSTANT ROW"))
     ]
     assert scans == [], details
 
