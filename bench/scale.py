@@ -213,8 +213,10 @@ async def through_api(scope: MemoryScope, plan: dict[str, list]) -> dict[str, li
 
 
 def _serve_command(db: Path) -> list[str]:
-    executable = Path(sys.executable).with_name("chronomem")
-    return [str(executable), "serve", "--db", str(db), "--app", APP, "--user", USER]
+    """`chronomem serve`, run as the console script does, from the tree being measured
+    (the working directory) rather than from wherever the virtualenv points."""
+    entry = "from server.cli import main; main()"
+    return [sys.executable, "-c", entry, "serve", "--db", str(db), "--app", APP, "--user", USER]
 
 
 class StdioServer:

@@ -7,7 +7,7 @@
 This package knows nothing of MCP; `server/` adapts it.
 """
 
-from .errors import ChronomemError, DatabaseFileError, InvalidInputError
+from .errors import ChronomemError, DatabaseFileError, InvalidInputError, MemoryFullError
 from .graph_memory import GraphMemory
 from .models import (
     Entity,
@@ -41,6 +41,7 @@ __all__ = [
     "GraphMemory",
     "HistoryResult",
     "InvalidInputError",
+    "MemoryFullError",
     "MemoryScope",
     "Observation",
     "OpenNodesResult",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from .schema import COUNT_STORED
 from .store import Tx
 
 __all__ = ["PurgeResult", "Stats", "purge", "stats"]
@@ -106,4 +107,5 @@ def purge(tx: Tx, what: str, project: str | None, session_id: str | None) -> Pur
                 counts[kind] += changed
         for statement in REBUILD:
             tx.run(statement)
+        tx.run(COUNT_STORED)
     return PurgeResult(**counts)

@@ -3,13 +3,15 @@
 ChronomemError
 ├── InvalidInputError (also a ValueError): a bad argument; the message names the
 │   field, what is wrong with the value and the rule it breaks. Nothing was changed.
+│   └── MemoryFullError: the write would take a user past a storage cap
+│       (`max_facts`, `max_turns`). Nothing was changed.
 └── DatabaseFileError: the file cannot be used as a chronomem database (corrupt,
     not SQLite, another program's database, or written by a newer chronomem).
 """
 
 from __future__ import annotations
 
-__all__ = ["ChronomemError", "DatabaseFileError", "InvalidInputError"]
+__all__ = ["ChronomemError", "DatabaseFileError", "InvalidInputError", "MemoryFullError"]
 
 
 class ChronomemError(Exception):
@@ -18,6 +20,10 @@ class ChronomemError(Exception):
 
 class InvalidInputError(ChronomemError, ValueError):
     """Bad argument: the message names the field, the value's problem and the limit."""
+
+
+class MemoryFullError(InvalidInputError):
+    """The write would take a user past a storage cap; it was not made."""
 
 
 class DatabaseFileError(ChronomemError):

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from .queries import GLOBAL, ScopeKey
 from .scope import MemoryScope
-from .store import Store
+from .store import DEFAULT_MAX_FACTS, DEFAULT_MAX_TURNS, Caps, Store
 from .timestamps import Clock, system_clock
 from .validation import ScopePart, parse_arguments
 
@@ -36,18 +36,28 @@ class GraphMemory:
     @classmethod
     @asynccontextmanager
     async def open(
-        cls, path: str | os.PathLike[str] = ":memory:", *, clock: Clock | None = None
+        cls,
+        path: str | os.PathLike[str] = ":memory:",
+        *,
+        clock: Clock | None = None,
+        max_facts: int = DEFAULT_MAX_FACTS,
+        max_turns: int = DEFAULT_MAX_TURNS,
     ) -> AsyncIterator[GraphMemory]:
         """Open (creating and migrating as needed) the database at `path`.
 
         `clock` returns microseconds since the epoch; tests inject one to control
-        transaction time.
+        transaction time. `max_facts` (observations and relations) and `max_turns`
+        cap what each (app, user) may store: a write past a cap raises
+        `MemoryFullError` and stores nothing.
 
         Raises:
             DatabaseFileError: the file is corrupt, not SQLite, another program's
                 database, or from a newer chronomem.
         """
-        store = await Store.open(os.fspath(path), clock or system_clock)
+        if max_facts < 1 or max_turns < 1:
+            raise ValueError("max_facts and max_turns must be at least 1")
+        caps = Caps(max_facts=max_facts, max_turns=max_turns)
+        store = await Store.open(os.fspath(path), clock or system_clock, caps)
         try:
             yield cls(store)
         finally:

@@ -191,6 +191,13 @@ MIGRATIONS[2] = [
     """,
 ]
 
+COUNT_STORED = """
+    UPDATE owner SET
+        facts = (SELECT count(*) FROM observation WHERE owner_id = owner.id)
+              + (SELECT count(*) FROM relation WHERE owner_id = owner.id),
+        turns = (SELECT count(*) FROM turn WHERE owner_id = owner.id)
+"""
+
 # Full-text entries of new rows are written by the engine at the end of each write
 # transaction, in one statement per table (`INDEX_NEW`), not by AFTER INSERT
 # triggers. A statement that fires a trigger runs in a statement savepoint, at which
@@ -203,6 +210,11 @@ MIGRATIONS[3] = [
     # index alone (it replaces entity_owner, a prefix of it).
     "CREATE INDEX entity_scope ON entity (owner_id, project, recorded_at)",
     "DROP INDEX entity_owner",
+    # How many facts (observations and relations) and turns each user has stored,
+    # kept by the engine, so the per-user caps cost nothing to check.
+    "ALTER TABLE owner ADD COLUMN facts INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE owner ADD COLUMN turns INTEGER NOT NULL DEFAULT 0",
+    COUNT_STORED,
 ]
 INDEX_NEW = {  # each indexes the rows whose rowids are in the JSON list :rowids
     "entity": """

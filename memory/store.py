@@ -13,22 +13,28 @@ import json
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import aiosqlite
 
-from .errors import DatabaseFileError
+from .errors import DatabaseFileError, MemoryFullError
 from .schema import APPLICATION_ID, INDEX_NEW, LATEST_VERSION, MIGRATIONS
 from .timestamps import Clock
 
-__all__ = ["Store", "Tx", "json_list"]
+__all__ = ["Caps", "Store", "Tx", "json_list"]
 
 Params = Mapping[str, Any] | Sequence[Any]
 T = TypeVar("T")
 BUSY_TIMEOUT_MS = 10_000
+# Per (app, user) caps, against a client that floods memory; generous by default
+# (ten times the largest memory bench/scale.py measures).
+DEFAULT_MAX_FACTS = 10_000_000
+DEFAULT_MAX_TURNS = 10_000_000
+FACT_KINDS = ("observation", "relation")
 CACHE_KIB = 32 * 1024
-SQLITE_BUSY, SQLITE_LOCKED = 5, 6
+SQLITE_BUSY, SQLITE_LOCKED, SQLITE_CORRUPT, SQLITE_NOTADB = 5, 6, 11, 26
 # Each transaction starts with one statement that reads the transaction time and
 # finds the (app, user) owner row.
 SELECT_OWNER = "(SELECT id FROM owner WHERE app = :app AND user = :user)"
@@ -44,13 +50,30 @@ def json_list(values: Iterable[Any]) -> str:
     return json.dumps(list(values))
 
 
+@dataclass(frozen=True)
+class Caps:
+    """The most facts (observations and relations) and turns one (app, user) may store."""
+
+    max_facts: int = DEFAULT_MAX_FACTS
+    max_turns: int = DEFAULT_MAX_TURNS
+
+
+ADD_STORED = """
+    UPDATE owner SET facts = facts + :facts, turns = turns + :turns WHERE id = :owner
+    RETURNING facts, turns
+"""
+
+
 class Tx:
     """The statements of one transaction, and the transaction time it writes with."""
 
-    def __init__(self, conn: sqlite3.Connection, now: int, owner: int | None) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, now: int, owner: int | None, caps: Caps = Caps()
+    ) -> None:
         self._conn = conn
         self.now = now
         self.owner = owner  # the (app, user) row, None until that user's first write
+        self._caps = caps
         self._unindexed: dict[str, list[int]] = {}  # kind -> rowids added, not yet indexed
 
     def all(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
@@ -87,11 +110,35 @@ class Tx:
         for params in rows:
             self.add(kind, sql, params)
 
-    def index_new_rows(self) -> None:
-        """Write the full-text entries of the rows added so far, one statement a table."""
+    def finish(self) -> None:
+        """Before commit: count what was added against the caps, then write the
+        full-text entries of the new rows, one statement a table.
+
+        Raises:
+            MemoryFullError: a cap would be passed; the caller rolls back.
+        """
+        added = {kind: len(rowids) for kind, rowids in self._unindexed.items()}
+        facts = sum(added.get(kind, 0) for kind in FACT_KINDS)
+        turns = added.get("turn", 0)
+        if (facts or turns) and self.owner is not None:
+            stored_facts, stored_turns = self._conn.execute(
+                ADD_STORED, {"facts": facts, "turns": turns, "owner": self.owner}
+            ).fetchone()
+            _check_cap("facts", stored_facts, facts, self._caps.max_facts)
+            _check_cap("turns", stored_turns, turns, self._caps.max_turns)
         for kind, rowids in self._unindexed.items():
             self._conn.execute(INDEX_NEW[kind], {"rowids": json_list(rowids)})
         self._unindexed.clear()
+
+
+def _check_cap(kind: str, stored: int, added: int, cap: int) -> None:
+    if added and stored > cap:
+        raise MemoryFullError(
+            f"memory full: this user already stores {stored - added:,} {kind} and may "
+            f"store at most {cap:,} (max_{kind}); this call would add {added:,}. Nothing "
+            "was stored. Purge what is no longer needed (chronomem purge), or raise the "
+            f"cap (--max-{kind} / CHRONOMEM_MAX_{kind.upper()})."
+        )
 
 
 def when_not_busy(step: Callable[..., T], *args: Any) -> T:
@@ -112,13 +159,16 @@ def when_not_busy(step: Callable[..., T], *args: Any) -> T:
 
 
 class Store:
-    def __init__(self, conn: aiosqlite.Connection, clock: Clock, path: str) -> None:
+    def __init__(
+        self, conn: aiosqlite.Connection, clock: Clock, path: str, caps: Caps = Caps()
+    ) -> None:
         self._conn = conn
         self._clock = clock
         self.path = path
+        self.caps = caps
 
     @classmethod
-    async def open(cls, path: str, clock: Clock) -> Store:
+    async def open(cls, path: str, clock: Clock, caps: Caps = Caps()) -> Store:
         """Open (creating if needed) and migrate the database at `path`.
 
         Raises:
@@ -131,7 +181,7 @@ class Store:
         except sqlite3.Error as exc:
             raise DatabaseFileError(f"cannot open database {path!r}: {exc}") from exc
         conn.row_factory = sqlite3.Row
-        store = cls(conn, clock, path)
+        store = cls(conn, clock, path, caps)
         try:
             await store._in_thread(_prepare, path)
         except sqlite3.OperationalError as exc:
@@ -172,11 +222,24 @@ class Store:
     async def write(self, app: str, user: str, operation: Callable[[Tx], T]) -> T:
         """Run `operation` in one write transaction for (app, user); any exception
         rolls the whole of it back."""
-        return await self._in_thread(self._transaction, app, user, operation, True)
+        return await self._checked(app, user, operation, True)
 
     async def read(self, app: str, user: str, operation: Callable[[Tx], T]) -> T:
         """Run `operation` in one read snapshot for (app, user)."""
-        return await self._in_thread(self._transaction, app, user, operation, False)
+        return await self._checked(app, user, operation, False)
+
+    async def _checked(self, app: str, user: str, operation: Callable[[Tx], T], write: bool) -> T:
+        """Damage that opening could not see (it reads only the first page) surfaces
+        when an operation reaches it: say so plainly, not as an SQLite traceback."""
+        try:
+            return await self._in_thread(self._transaction, app, user, operation, write)
+        except sqlite3.DatabaseError as exc:
+            code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+            if code not in (SQLITE_CORRUPT, SQLITE_NOTADB):
+                raise
+            raise DatabaseFileError(
+                f"{self.path!r} is damaged ({exc}); nothing was changed. Restore it from a backup."
+            ) from exc
 
     def _transaction(
         self,
@@ -195,9 +258,9 @@ class Store:
                 ADVANCE_CLOCK if write else READ_CLOCK,
                 {"clock": self._clock(), "app": app, "user": user},
             ).fetchone()
-            tx = Tx(conn, now, owner)
+            tx = Tx(conn, now, owner, self.caps)
             result = operation(tx)
-            tx.index_new_rows()
+            tx.finish()
         except BaseException:
             conn.execute("ROLLBACK")
             raise
@@ -222,6 +285,7 @@ def _pragma(conn: sqlite3.Connection, name: str) -> Any:
 def _check_file(conn: sqlite3.Connection, path: str) -> None:
     """Refuse another program's database, or one from a newer chronomem, before writing."""
     app_id = _pragma(conn, "application_id")
+    _check_whole_pages(conn, path)
     version = _pragma(conn, "user_version")
     if app_id == 0:
         (objects,) = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
@@ -239,6 +303,20 @@ def _check_file(conn: sqlite3.Connection, path: str) -> None:
         raise DatabaseFileError(
             f"{path!r} has schema version {version}, newer than this chronomem "
             f"understands ({LATEST_VERSION}); upgrade chronomem to open it."
+        )
+
+
+def _check_whole_pages(conn: sqlite3.Connection, path: str) -> None:
+    """SQLite reads the missing end of a cut file as zeros without complaint, but never
+    writes a file that is not a whole number of pages: such a file was truncated."""
+    file = Path(path).expanduser()
+    if path == ":memory:" or path.startswith("file:") or not file.is_file():
+        return
+    size, page_size = file.stat().st_size, _pragma(conn, "page_size")
+    if size and page_size and size % page_size:
+        raise DatabaseFileError(
+            f"{path!r} is not a usable SQLite database (truncated: {size} bytes is not a "
+            f"whole number of {page_size}-byte pages); it was left untouched"
         )
 
 

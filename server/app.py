@@ -55,7 +55,7 @@ def memory_lifespan(
         if memory is not None:
             yield state(memory)
             return
-        async with GraphMemory.open(settings.db) as opened:
+        async with settings.open_memory() as opened:
             yield state(opened)
 
     return lifespan

@@ -14,11 +14,14 @@ from typing import Any
 import anyio
 import click
 
-from memory import DatabaseFileError, GraphMemory
+from memory import DatabaseFileError
 
 from .auth import Grant, create_token
 from .settings import (
     DEFAULT_HOST,
+    DEFAULT_MAX_FACTS,
+    DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_MAX_TURNS,
     DEFAULT_PORT,
     HTTP_PATH,
     SSE_PATH,
@@ -84,6 +87,15 @@ def client_config(transport: str, host: str, port: int, settings: Settings) -> d
               help="Serve the reference memory server's nine tools instead (drop-in).")  # fmt: skip
 @click.option("--auth-tokens", envvar="CHRONOMEM_AUTH_TOKENS", type=click.Path(dir_okay=False),
               help="Token file: each bearer token maps to its own scope.")  # fmt: skip
+@click.option("--max-facts", envvar="CHRONOMEM_MAX_FACTS", type=click.IntRange(min=1),
+              default=DEFAULT_MAX_FACTS, show_default=True,
+              help="Most facts and relations one user may store.")  # fmt: skip
+@click.option("--max-turns", envvar="CHRONOMEM_MAX_TURNS", type=click.IntRange(min=1),
+              default=DEFAULT_MAX_TURNS, show_default=True,
+              help="Most conversation turns one user may store.")  # fmt: skip
+@click.option("--max-request-bytes", envvar="CHRONOMEM_MAX_REQUEST_BYTES",
+              type=click.IntRange(min=1024), default=DEFAULT_MAX_REQUEST_BYTES,
+              show_default=True, help="Largest HTTP request body (sse, http).")  # fmt: skip
 def serve(
     db: str | None,
     app: str,
@@ -94,6 +106,9 @@ def serve(
     port: int,
     compat: bool,
     auth_tokens: str | None,
+    max_facts: int,
+    max_turns: int,
+    max_request_bytes: int,
 ) -> None:
     """Run the MCP server. Example: chronomem serve --transport http
 
@@ -107,7 +122,10 @@ def serve(
     else:
         from .app import build_server
 
-    settings = Settings(resolve_db(db), app, user, project or None, auth_tokens)
+    settings = Settings(
+        resolve_db(db), app, user, project or None, auth_tokens,
+        max_facts=max_facts, max_turns=max_turns, max_request_bytes=max_request_bytes,
+    )  # fmt: skip
     if transport == "stdio" and auth_tokens:
         raise click.UsageError("--auth-tokens applies to --transport sse or http, not stdio")
     if transport != "stdio" and not is_loopback(host) and not auth_tokens:
@@ -130,7 +148,7 @@ def serve(
         click.echo(f"chronomem: client configuration:\n{config}", err=True)
 
     async def open_and_serve() -> None:
-        async with GraphMemory.open(settings.db) as memory:
+        async with settings.open_memory() as memory:
             await run(build_server(settings, memory), settings, transport, host, port)
 
     try:

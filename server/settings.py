@@ -5,8 +5,21 @@ from __future__ import annotations
 import ipaddress
 import os
 from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
+
+from memory import GraphMemory
+from memory.store import DEFAULT_MAX_FACTS, DEFAULT_MAX_TURNS
+
+__all__ = [
+    "DEFAULT_MAX_FACTS",
+    "DEFAULT_MAX_REQUEST_BYTES",
+    "DEFAULT_MAX_TURNS",
+    "Settings",
+    "is_loopback",
+    "resolve_db",
+]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -37,6 +50,11 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+# The largest valid call (200 turns of 20,000 characters) is about 4 MB of JSON; a
+# request body past this limit is refused before it is read whole.
+DEFAULT_MAX_REQUEST_BYTES = 16 * 1024 * 1024
+
+
 @dataclass(frozen=True)
 class Settings:
     db: str
@@ -44,3 +62,9 @@ class Settings:
     user: str = "default"
     project: str | None = None
     auth_tokens: str | None = None  # path of the token file; None: no auth
+    max_facts: int = DEFAULT_MAX_FACTS  # per (app, user): see GraphMemory.open
+    max_turns: int = DEFAULT_MAX_TURNS
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES  # HTTP transports only
+
+    def open_memory(self) -> AbstractAsyncContextManager[GraphMemory]:
+        return GraphMemory.open(self.db, max_facts=self.max_facts, max_turns=self.max_turns)

@@ -17,9 +17,9 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel
 
 from memory import (
+    ChronomemError,
     ForgetResult,
     HistoryResult,
-    InvalidInputError,
     MemoryScope,
     OpenNodesResult,
     ProfileCard,
@@ -73,7 +73,7 @@ async def _run(operation: str, *, write: bool, **arguments: Any) -> Any:
     try:
         scope = scope_of(write=write)
         result: BaseModel = await getattr(scope, operation)(**arguments)
-    except (InvalidInputError, NotAuthorized) as exc:
+    except (ChronomemError, NotAuthorized) as exc:  # bad input, memory full, damaged file
         return _tool_error(str(exc))
     # The text block carries the same JSON as `structuredContent`, compact: the SDK's
     # default indents it, which nearly doubles what a large result sends.

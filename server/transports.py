@@ -7,20 +7,22 @@ from mcp.server import MCPServer
 from starlette.types import ASGIApp
 
 from .auth import BearerAuth, TokenFile
+from .limits import BodyLimit
 from .settings import HTTP_PATH, MESSAGES_PATH, SSE_PATH, Settings
 
 __all__ = ["http_app", "serve"]
 
 
 def http_app(server: MCPServer, settings: Settings, transport: str, host: str) -> ASGIApp:
-    """The ASGI app for `sse` or `http`, behind bearer auth when a token file is set."""
+    """The ASGI app for `sse` or `http`, behind bearer auth when a token file is set,
+    and behind the request body limit always."""
     if transport == "sse":
         app: ASGIApp = server.sse_app(sse_path=SSE_PATH, message_path=MESSAGES_PATH, host=host)
     else:
         app = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
     if settings.auth_tokens is not None:
         app = BearerAuth(app, TokenFile(settings.auth_tokens))
-    return app
+    return BodyLimit(app, settings.max_request_bytes)
 
 
 async def serve(

@@ -17,6 +17,7 @@ EXPECTED = {
     "GraphMemory",
     "HistoryResult",
     "InvalidInputError",
+    "MemoryFullError",
     "MemoryScope",
     "Observation",
     "OpenNodesResult",

@@ -167,3 +167,30 @@ def test_a_bad_database_file_is_reported_before_serving(tmp_path: Path) -> None:
     assert "is not a usable SQLite database" in done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
     assert bad.read_text() == "my shopping list\n" * 50
+
+
+async def test_http_refuses_a_request_body_over_the_limit(tmp_path: Path) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    with running_server(
+        "--transport", "http", "--port", str(port), "--db", str(tmp_path / "memory.db"),
+        "--max-request-bytes", "4096",
+    ) as process:  # fmt: skip
+        await wait_for_port(port, process)
+        flood = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "a" * 10_000}}
+        body = json.dumps(flood).encode()
+
+        async def chunks():  # no Content-Length: the limit counts as the body arrives
+            for start in range(0, len(body), 1000):
+                yield body[start : start + 1000]
+
+        async with httpx2.AsyncClient() as raw:
+            for content in (body, chunks()):
+                response = await raw.post(
+                    url, content=content, headers={"Content-Type": "application/json"}
+                )
+                assert response.status_code == 413
+                assert "at most 4,096 bytes" in response.text
+        async with http_client(url) as client:  # calls within the limit are served
+            result = await client.call_tool("remember", {"entity": "Alice", "facts": ["ok"]})
+            assert not result.is_error
