@@ -7,7 +7,7 @@ from collections import defaultdict
 
 from .models import ProfileCard, ProfileCardArgs, SearchNodesArgs
 from .queries import ENTITY_VISIBLE, ScopeKey, find_owner
-from .render import CardEntity, inline, render_card
+from .render import CardEntity, inline, inline_heading, render_card
 from .search import ranked_entities, search_nodes
 from .store import Tx, json_list
 from .temporal import Moment, visible_rows_sql
@@ -171,7 +171,7 @@ def session_context(tx: Tx, scope: ScopeKey, topic: str | None) -> str:
             if hit.observations
         ]
         if lines:
-            heading = f"[Relevant to: {_cut(inline(topic), 100)}]"
+            heading = f"[Relevant to: {_cut(inline_heading(topic), 100)}]"
             parts += [
                 "",
                 heading,
@@ -186,10 +186,12 @@ def session_context(tx: Tx, scope: ScopeKey, topic: str | None) -> str:
                 scope.params(owner, session_id=last["session_id"], limit=LAST_TURNS),
             )
             heading = (
-                f"[Last session: {_cut(inline(last['session_id']), 100)}, "
+                f"[Last session: {_cut(inline_heading(last['session_id']), 100)}, "
                 f"{format_time(turns[-1]['at'])}]"
             )
-            lines = [_cut(f"{inline(t['role'])}: {inline(t['text'])}", TURN_CHARS) for t in turns]
+            # Each turn line starts with chronomem's "- ", never with stored text (a
+            # role is free-form: "• Root" or the card's header would forge a line).
+            lines = [_cut(f"- {inline(t['role'])}: {inline(t['text'])}", TURN_CHARS) for t in turns]
             kept = _bounded(list(reversed(lines)), TURNS_CHARS)  # keep the latest
             parts += ["", heading, *reversed(kept)]
     parts.append(CONTEXT_CLOSE)

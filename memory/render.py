@@ -13,7 +13,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["CARD_HEADER", "CardEntity", "inline", "render_card"]
+__all__ = ["CARD_HEADER", "CardEntity", "inline", "inline_heading", "render_card"]
 
 CARD_HEADER = "[Known about the user]"
 EMPTY_CARD = "(nothing remembered yet)"
@@ -25,6 +25,12 @@ def inline(text: str) -> str:
     """`text` as one line of inert data."""
     cleaned = "".join(" " if unicodedata.category(ch) in ("Cc", "Zl", "Zp") else ch for ch in text)
     return " ".join(cleaned.split()).replace("<", "‹").replace(">", "›")
+
+
+def inline_heading(text: str) -> str:
+    """`text` inside a `[...]` heading: also with look-alike brackets, so that it
+    cannot close the heading and go on as chronomem's own words."""
+    return inline(text).replace("[", "⟦").replace("]", "⟧")
 
 
 @dataclass

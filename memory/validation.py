@@ -91,6 +91,7 @@ Timestamp = Annotated[int, BeforeValidator(_timestamp), WithJsonSchema(_TIMESTAM
 """An input time, held as microseconds since the epoch once validated."""
 
 M = TypeVar("M", bound=BaseModel)
+MESSAGES_SHOWN = 5
 
 
 def parse_arguments(model: type[M], **arguments: Any) -> M:
@@ -102,8 +103,11 @@ def parse_arguments(model: type[M], **arguments: Any) -> M:
     try:
         return model.model_validate(arguments)
     except ValidationError as exc:
-        messages = [_describe(error) for error in exc.errors()]
-        raise InvalidInputError("; ".join(dict.fromkeys(messages))) from None
+        messages = list(dict.fromkeys(_describe(error) for error in exc.errors()))
+        if len(messages) > MESSAGES_SHOWN:  # 200 bad turns need not echo 200 messages
+            hidden = len(messages) - MESSAGES_SHOWN
+            messages = [*messages[:MESSAGES_SHOWN], f"and {hidden} more problem(s)"]
+        raise InvalidInputError("; ".join(messages)) from None
 
 
 def _location(loc: tuple[int | str, ...]) -> str:
@@ -118,11 +122,22 @@ def _location(loc: tuple[int | str, ...]) -> str:
     return text or "arguments"
 
 
+def _shown(value: Any) -> str:
+    """A value as an error message may quote it: short, whatever was sent."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**20:
+        digits = len(str(abs(value))) if value.bit_length() < 10_000 else None
+        size = f"{digits}-digit" if digits else "huge"
+        return f"a {size} {'negative ' if value < 0 else ''}number"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:60] + "…"
+
+
 def _describe(error: Any) -> str:
     where = _location(error["loc"])
     kind = error["type"]
     ctx = error.get("ctx") or {}
     value = error.get("input")
+    in_list = bool(error["loc"]) and isinstance(error["loc"][-1], int)
     if kind == "string_too_long":
         return f"{where}: {len(value):,} characters; at most {ctx['max_length']:,} are allowed"
     if kind == "string_too_short":
@@ -132,9 +147,9 @@ def _describe(error: Any) -> str:
     if kind == "too_short":
         return f"{where}: needs at least {ctx['min_length']} item(s)"
     if kind == "greater_than_equal":
-        return f"{where}: {value!r} is too small; the minimum is {ctx['ge']:,}"
+        return f"{where}: {_shown(value)} is too small; the minimum is {ctx['ge']:,}"
     if kind == "less_than_equal":
-        return f"{where}: {value!r} is too large; the maximum is {ctx['le']:,}"
+        return f"{where}: {_shown(value)} is too large; the maximum is {ctx['le']:,}"
     if kind == "string_unicode":
         return f"{where}: contains an unpaired surrogate; send valid UTF-8 text"
     if kind == "missing":
@@ -145,14 +160,16 @@ def _describe(error: Any) -> str:
         message = str(ctx.get("error", error["msg"]))
         field = str(error["loc"][-1]) if error["loc"] else ""
         return f"{where}: {message.removeprefix(f'{field}: ')}"
-    if value is None and (kind.endswith("_type") or kind == "missing"):
+    if value is None and kind.endswith("_type") and not in_list:
         return f"{where}: is required"
     if kind.endswith("_type") or kind.endswith("_parsing"):
         expected = kind.split("_")[0]
-        expected = {"int": "an integer", "string": "a string", "list": "a list"}.get(
-            expected, expected
-        )
+        expected = {
+            "int": "an integer", "string": "a string", "list": "a list",
+            "model": "an object", "dict": "an object",
+        }.get(expected, expected)  # fmt: skip
         if kind == "bool_type" or kind == "bool_parsing":
             expected = "true or false"
-        return f"{where}: must be {expected}, got {type(value).__name__}"
+        got = "null" if value is None else type(value).__name__
+        return f"{where}: must be {expected}, got {got}"
     return f"{where}: {error['msg']}"

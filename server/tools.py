@@ -58,11 +58,21 @@ def _tool_error(message: str) -> CallToolResult:
 
 
 async def _run(operation: str, *, write: bool, **arguments: Any) -> Any:
-    unknown = sorted(set(arguments_given()) - set(arguments))
+    given = arguments_given()
+    unknown = sorted(set(given) - set(arguments))
     if unknown:
+        name = unknown[0] if len(unknown[0]) <= 60 else unknown[0][:60] + "…"
         return _tool_error(
-            f"{unknown[0]}: is not an argument of {operation}; it takes {', '.join(arguments)}"
+            f"{name}: is not an argument of {operation}; it takes {', '.join(arguments)}"
         )
+    # The values as the client sent them: the SDK decodes any string that looks like
+    # JSON ("null", "[1]") for parameters not typed `str`, which would turn an entity
+    # named "null" into a missing one. Only list parameters keep that decoding, for
+    # clients that send a list as its JSON text.
+    arguments = {
+        name: _as_sent(name, given[name], value) if name in given else value
+        for name, value in arguments.items()
+    }
     # Absent optional arguments take the engine's defaults; absent required ones
     # reach the engine as None, which names them as required.
     arguments = {
@@ -81,6 +91,12 @@ async def _run(operation: str, *, write: bool, **arguments: Any) -> Any:
         content=[TextContent(type="text", text=result.model_dump_json())],
         structured_content=result.model_dump(mode="json"),
     )
+
+
+def _as_sent(name: str, sent: Any, decoded: Any) -> Any:
+    if name in LIST_ARGUMENTS and isinstance(sent, str) and isinstance(decoded, list):
+        return decoded
+    return sent
 
 
 async def remember(
@@ -267,6 +283,14 @@ TOOLS: list[tuple[Callable[..., Any], type[BaseModel], ToolAnnotations]] = [
     (record_turns, engine.RecordTurnsArgs, APPEND),
     (recall, engine.RecallArgs, READ),
 ]
+
+
+LIST_ARGUMENTS = {
+    name
+    for _, arguments, _ in TOOLS
+    for name, field in arguments.model_fields.items()
+    if "list[" in str(field.annotation)
+}
 
 
 def build_tools() -> list[Tool]:

@@ -7,22 +7,27 @@ from mcp.server import MCPServer
 from starlette.types import ASGIApp
 
 from .auth import BearerAuth, TokenFile
-from .limits import BodyLimit
 from .settings import HTTP_PATH, MESSAGES_PATH, SSE_PATH, Settings
 
 __all__ = ["http_app", "serve"]
 
 
 def http_app(server: MCPServer, settings: Settings, transport: str, host: str) -> ASGIApp:
-    """The ASGI app for `sse` or `http`, behind bearer auth when a token file is set,
-    and behind the request body limit always."""
+    """The ASGI app for `sse` or `http`, behind bearer auth when a token file is set.
+    The SDK answers a request body over `max_request_bytes` with 413, with or
+    without Content-Length, before it is read past the limit."""
+    limit = settings.max_request_bytes
     if transport == "sse":
-        app: ASGIApp = server.sse_app(sse_path=SSE_PATH, message_path=MESSAGES_PATH, host=host)
+        app: ASGIApp = server.sse_app(
+            sse_path=SSE_PATH, message_path=MESSAGES_PATH, host=host, max_request_body_size=limit
+        )
     else:
-        app = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
+        app = server.streamable_http_app(
+            streamable_http_path=HTTP_PATH, host=host, max_request_body_size=limit
+        )
     if settings.auth_tokens is not None:
         app = BearerAuth(app, TokenFile(settings.auth_tokens))
-    return BodyLimit(app, settings.max_request_bytes)
+    return app
 
 
 async def serve(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -32,3 +35,53 @@ def test_longmemeval_runs(tmp_path: Path) -> None:
 def test_search_latency_runs() -> None:
     out = _run("bench.search_latency", "--entities", "20", "--turns", "60", "--queries", "5")
     assert "| search_nodes |" in out and "| recall |" in out
+
+
+def test_scale_runs(tmp_path: Path) -> None:
+    out = _run("bench.scale", "--sizes", "30", "--runs", "3", "--json", str(tmp_path / "r.json"))
+    assert "### 30 entities: 300 facts" in out
+    for operation in ("search_nodes", "remember (1 fact)", "recall", "record_turns (1 turn)"):
+        assert f"| {operation} |" in out
+    assert "Cold start:" in out and "Server peak RSS:" in out
+    result = json.loads((tmp_path / "r.json").read_text())["sizes"][0]
+    assert result["facts"] == 300 and set(result["operations"]["recall"]) == {
+        "api", "stdio", "sdk_client"
+    }  # fmt: skip
+
+
+@pytest.mark.skipif(
+    shutil.which("node") is None or shutil.which("npm") is None,
+    reason="node and npm are needed to run the reference memory server",
+)
+def test_peer_runs(tmp_path: Path) -> None:
+    out = _run("bench.peer", "--sizes", "20", "--runs", "3", "--json", str(tmp_path / "r.json"))
+    assert "| entities | operation | reference ms (p50) | chronomem ms (p50) | ratio |" in out
+    for operation in ("search_nodes", "open_nodes (3 names)", "write one fact"):
+        assert f"| 20 | {operation} |" in out
+    assert "@modelcontextprotocol/server-memory 2026.8.31" in out
+    assert (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize("client", ["raw", "sdk"])
+def test_load_runs(tmp_path: Path, client: str) -> None:
+    out = _run(
+        "bench.load", "--clients", "2", "--seconds", "2", "--entities", "20", "--client", client,
+        "--json", str(tmp_path / "r.json"),
+    )  # fmt: skip
+    header = "| operation | calls | calls/s | p50 ms | p99 ms | max ms | tool errors | exceptions |"
+    assert header in out
+    for operation in ("search_nodes", "profile_card", "remember (write)", "all"):
+        assert f"| {operation} |" in out
+    assert f"Client: {client}: " in out and "Machine: " in out
+    assert re.search(r"errors: 0 \(tool errors 0, exceptions 0\)", out), out
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["results"]["overall"]["calls"] > 0
+    assert report["results"]["overall"]["tool_errors"] == 0
+
+
+def test_load_refuses_too_many_clients() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.load", "--clients", "65"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2 and "--clients: must be between 1 and 64" in done.stderr

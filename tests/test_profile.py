@@ -161,7 +161,8 @@ async def test_session_context_has_each_part_delimited(
     assert "[Relevant to: running 10k]" in lines
     assert "• Alice: training for a 10k" in lines
     assert "[Last session: latest, 2026-05-01T10:00:11Z]" in lines
-    assert lines[-2] == "user: turn 11" and "user: turn 3" not in lines and "old chat" not in text
+    assert lines[-2] == "- user: turn 11" and "- user: turn 3" not in lines
+    assert "old chat" not in text
 
 
 async def test_session_context_neutralises_memory_text(alice: MemoryScope) -> None:

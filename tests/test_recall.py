@@ -110,3 +110,16 @@ def test_a_session_that_keeps_returning_to_the_subject_ranks_higher() -> None:
     assert scores[1] == 2.0
     assert scores[2] == pytest.approx(1.9 + 0.25 * 2.0)
     assert sorted(scores, key=lambda seq: -scores[seq])[0] == 2
+
+
+async def test_recall_ranks_the_rare_words_of_a_large_memory(
+    alice: MemoryScope, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("memory.search.RANKED_ROWS", 3)
+    turns = [{"role": "user", "text": f"coffee talk number {i}"} for i in range(6)]
+    turns.append({"role": "user", "text": "coffee in Lisbon was great"})
+    ids = (await alice.record_turns(session_id="s", turns=turns)).ids
+    found = await alice.recall(query="Lisbon coffee")
+    assert [turn.id for turn in found.turns] == [ids[-1]]  # "coffee" (7 turns) is common
+    newest = await alice.recall(query="coffee", limit=50)
+    assert {turn.id for turn in newest.turns} <= set(ids) and newest.turns

@@ -197,3 +197,54 @@ async def test_query_limits(alice: MemoryScope, query: str, message: str) -> Non
         await alice.search_nodes(query=query)
     with pytest.raises(InvalidInputError, match=f"^{message}"):
         await alice.recall(query=query)
+
+
+# Bounded ranking (issue 6): with RANKED_ROWS lowered to 3, "tea" (in 6 facts) is a
+# common word and "matcha", "green" and "oolong" (in fewer) are rare ones.
+async def _teas(alice: MemoryScope) -> None:
+    await alice.remember(entity="Matcha", facts=["tea powder, matcha"])
+    await alice.remember(entity="Sencha", facts=["green tea leaves"])
+    await alice.remember(entity="Gyokuro", facts=["shaded green tea"])
+    await alice.remember(entity="Oolong", facts=["oolong tea, half oxidised"])
+    await alice.remember(entity="Chai", facts=["spiced tea with milk"])
+    await alice.remember(entity="Earl Grey", facts=["black tea with bergamot"])
+
+
+@pytest.fixture
+def three_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("memory.search.RANKED_ROWS", 3)
+    monkeypatch.setattr("memory.search.NEWEST_WINDOW", 2)
+
+
+@pytest.mark.usefixtures("three_rows")
+async def test_a_common_word_gives_way_to_the_rare_ones(alice: MemoryScope) -> None:
+    await _teas(alice)
+    assert _names(await alice.search_nodes(query="matcha tea")) == ["Matcha"]
+    # Two rare words fit in the budget together (1 + 2 rows); "tea" does not.
+    assert set(_names(await alice.search_nodes(query="tea oolong green"))) == {
+        "Oolong", "Sencha", "Gyokuro"
+    }  # fmt: skip
+
+
+@pytest.mark.usefixtures("three_rows")
+async def test_only_common_words_rank_rows_with_all_of_them_and_the_newest(
+    alice: MemoryScope, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await _teas(alice)
+    await alice.remember(entity="Genmaicha", facts=["tea with rice"])
+    await alice.remember(entity="Hojicha", facts=["roasted tea with rice"])
+    await alice.remember(entity="Kukicha", facts=["twig tea with rice"])
+    await alice.remember(entity="Rice", facts=["a grain"])
+    monkeypatch.setattr("memory.search.RANKED_ROWS", 2)
+    # "tea" (9 facts) and "rice" (3 facts and a name) are both common now: the facts
+    # with both words all come back, the oldest too, not only the newest window of 2.
+    names = _names(await alice.search_nodes(query="rice tea"))
+    assert {"Genmaicha", "Hojicha", "Kukicha"} <= set(names)
+    # One common word alone: the newest rows that have it (a window of 2).
+    assert _names(await alice.search_nodes(query="tea")) == ["Kukicha", "Hojicha"]
+
+
+async def test_small_memories_rank_every_word(alice: MemoryScope) -> None:
+    await _teas(alice)  # "tea" is in 6 rows: far below the default budget
+    names = _names(await alice.search_nodes(query="matcha tea", limit=10))
+    assert names[0] == "Matcha" and len(names) == 6

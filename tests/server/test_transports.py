@@ -190,7 +190,6 @@ async def test_http_refuses_a_request_body_over_the_limit(tmp_path: Path) -> Non
                     url, content=content, headers={"Content-Type": "application/json"}
                 )
                 assert response.status_code == 413
-                assert "at most 4,096 bytes" in response.text
         async with http_client(url) as client:  # calls within the limit are served
             result = await client.call_tool("remember", {"entity": "Alice", "facts": ["ok"]})
             assert not result.is_error
