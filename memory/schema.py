@@ -207,9 +207,9 @@ COUNT_STORED = """
 MIGRATIONS[3] = [
     *(f"DROP TRIGGER {t}_fts_insert" for t in ("entity", "observation", "relation", "turn")),
     # read_graph's total counts a user's entities in the scope's projects from this
-    # index alone (it replaces entity_owner, a prefix of it).
+    # index alone. (entity_owner stays: it gives a user's entities in id order, which
+    # read_graph pages by.)
     "CREATE INDEX entity_scope ON entity (owner_id, project, recorded_at)",
-    "DROP INDEX entity_owner",
     # How many facts (observations and relations) and turns each user has stored,
     # kept by the engine, so the per-user caps cost nothing to check.
     "ALTER TABLE owner ADD COLUMN facts INTEGER NOT NULL DEFAULT 0",

@@ -69,7 +69,7 @@ def fts_query(text: str) -> str | None:
 # query ranks the rows that have all its words, plus the newest NEWEST_WINDOW rows
 # that have any. Memories of a few thousand facts are ranked over every word.
 RANKED_ROWS = 1_000
-NEWEST_WINDOW = 2_000
+NEWEST_WINDOW = 200
 FTS_TABLES = ("entity_fts", "observation_fts", "relation_fts", "turn_fts")
 COUNT_ROWS = {
     table: f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH :term LIMIT :cap)"
@@ -105,27 +105,66 @@ def plan_matches(tx: Tx, table: str, terms: list[str]) -> list[Match]:
     return [Match(" AND ".join(present)), Match(" OR ".join(present), newest=True)]
 
 
-def _order(fts: str, match: Match) -> str:
-    if match.newest:
-        return f"ORDER BY {fts}.rowid DESC LIMIT {NEWEST_WINDOW}"
-    return "ORDER BY rank LIMIT :candidates"
+# Each query ranks in two steps: the FTS index alone ranks its matches and keeps the
+# best `:window` rowids (the CTE), and only those are joined to their table for the
+# scope and time filters. Joining every match costs a row lookup each, most of it
+# for rows that would not make the cut. CROSS JOIN keeps that order: SQLite never
+# reorders it. When fewer than half the window pass the filters (another user's,
+# closed or filtered-out rows), the window grows, and at last takes every match, so
+# a filter never hides a match that the full ranking would have found.
+FIRST_WINDOW = 100
 
 
-def _ranked_rows(tx: Tx, table: str, terms: list[str], sql: str, params: dict) -> list:
-    """Rows of `sql` (which ranks `table` by `:match`, ordered by `{order}`) for each
-    planned query, once each, best first, at most CANDIDATES."""
+def _windows(first: int) -> tuple[int, ...]:
+    return (first, first * 8, first * 64, -1)  # -1: no limit
+
+
+def _order(match: Match) -> str:
+    return "ORDER BY rowid DESC" if match.newest else "ORDER BY rank"
+
+
+def _ranked_rows(
+    tx: Tx, table: str, terms: list[str], sql: str, params: dict, first: int | None = None
+) -> list:
+    """Rows of `sql` (which ranks `table` by `:match`, ordered by `{order}` and cut to
+    `:window`, starting at `first`) for each planned query, once each, best first, at
+    most `:candidates`."""
     rows: dict[int, sqlite3.Row] = {}
     for match in plan_matches(tx, table, terms):
-        for row in tx.all(
-            sql.format(order=_order(table, match)), {**params, "match": match.expression}
-        ):
+        statement = sql.format(order=_order(match))
+        windows = _windows(first or FIRST_WINDOW)
+        for window in (NEWEST_WINDOW,) if match.newest else windows:
+            found = tx.all(statement, {**params, "match": match.expression, "window": window})
+            if len(found) * 2 >= window or window < 0:
+                break
+            if _index_rows(tx, table, match, found, window) < window:
+                break  # the index has no more matches
+        for row in found:
             rows.setdefault(row["rowid"], row)
     return sorted(rows.values(), key=lambda row: row["rank"])[: params["candidates"]]
 
 
-# Each ranking query joins the FTS index to its table as CROSS JOIN, which SQLite
-# never reorders: the index must drive, or the planner may walk every row of the
-# owner and probe the index for each (seen: seconds instead of milliseconds).
+def _index_rows(tx: Tx, table: str, match: Match, found: list, window: int) -> int:
+    """How many matches the index gave for `window` (the rows carry it; with no row
+    passing the filters, count them, cheaply: no ranking)."""
+    if found:
+        return found[0]["ranked"]
+    return tx.one(COUNT_ROWS[table], {"term": match.expression, "cap": window})[0]
+
+
+def _ranked(fts: str, rank: str) -> str:
+    """The CTE of an FTS index's best `:window` matches; select `RANKED_COUNT` with
+    the rows to learn how many it gave."""
+    return f"""
+        WITH ranked AS MATERIALIZED (
+            SELECT rowid, {rank} AS rank FROM {fts} WHERE {fts} MATCH :match
+            {{order}} LIMIT :window
+        )
+    """
+
+
+RANKED_COUNT = "(SELECT count(*) FROM ranked) AS ranked"
+
 
 # Search weights: a match on the name says more than one in a fact; relation types
 # ("works_at") are short and common, so they count least.
@@ -135,31 +174,31 @@ RELATION_WEIGHT = 0.5
 CANDIDATES = 500
 
 SEARCH_NAMES = f"""
-    SELECT e.id AS rowid, e.id AS entity_id, bm25(entity_fts, 4.0, 1.0) AS rank
-    FROM entity_fts CROSS JOIN entity e ON e.id = entity_fts.rowid
-    WHERE entity_fts MATCH :match AND {ENTITY_VISIBLE}
-    {{order}}
+    {_ranked("entity_fts", "bm25(entity_fts, 4.0, 1.0)")}
+    SELECT e.id AS rowid, e.id AS entity_id, ranked.rank, {RANKED_COUNT}
+    FROM ranked CROSS JOIN entity e ON e.id = ranked.rowid
+    WHERE {ENTITY_VISIBLE}
 """
 
 
 def _search_facts_sql(include_history: bool) -> str:
     return f"""
-        SELECT o.seq AS rowid, o.entity_id, bm25(observation_fts) AS rank
-        FROM observation_fts CROSS JOIN observation o ON o.seq = observation_fts.rowid
-        WHERE observation_fts MATCH :match AND o.owner_id = :owner AND o.project IN (:g, :p)
+        {_ranked("observation_fts", "bm25(observation_fts)")}
+        SELECT o.seq AS rowid, o.entity_id, ranked.rank, {RANKED_COUNT}
+        FROM ranked CROSS JOIN observation o ON o.seq = ranked.rowid
+        WHERE o.owner_id = :owner AND o.project IN (:g, :p)
           AND {visible_rows_sql("o", include_history)}
-        {{order}}
     """
 
 
 def _search_relations_sql(include_history: bool) -> str:
     return f"""
+        {_ranked("relation_fts", "bm25(relation_fts)")}
         SELECT r.seq AS rowid, r.source_id AS entity_id, r.target_id AS other_id,
-               bm25(relation_fts) AS rank
-        FROM relation_fts CROSS JOIN relation r ON r.seq = relation_fts.rowid
-        WHERE relation_fts MATCH :match AND r.owner_id = :owner AND r.project IN (:g, :p)
+               ranked.rank, {RANKED_COUNT}
+        FROM ranked CROSS JOIN relation r ON r.seq = ranked.rowid
+        WHERE r.owner_id = :owner AND r.project IN (:g, :p)
           AND {visible_rows_sql("r", include_history)}
-        {{order}}
     """
 
 
@@ -251,14 +290,14 @@ SESSION_SHARE = 0.25
 SESSION_TURNS = 3
 RECALL_CANDIDATES = 200
 
-RECALL_CANDIDATES_SQL = """
-    SELECT t.seq AS rowid, t.session_id, bm25(turn_fts) AS rank
-    FROM turn_fts CROSS JOIN turn t ON t.seq = turn_fts.rowid
-    WHERE turn_fts MATCH :match AND t.owner_id = :owner AND t.project IN (:g, :p)
+RECALL_CANDIDATES_SQL = f"""
+    {_ranked("turn_fts", "bm25(turn_fts)")}
+    SELECT t.seq AS rowid, t.session_id, ranked.rank, {RANKED_COUNT}
+    FROM ranked CROSS JOIN turn t ON t.seq = ranked.rowid
+    WHERE t.owner_id = :owner AND t.project IN (:g, :p)
       AND (:session_id IS NULL OR t.session_id = :session_id)
       AND (:after IS NULL OR t.at >= :after)
       AND (:before IS NULL OR t.at < :before)
-    {order}
 """
 SELECT_TURNS = "SELECT * FROM turn WHERE seq IN (SELECT value FROM json_each(:seqs))"
 
@@ -290,7 +329,9 @@ def recall(tx: Tx, scope: ScopeKey, args: RecallArgs) -> RecallResult:
         before=args.before,
         candidates=RECALL_CANDIDATES,
     )
-    candidates = _ranked_rows(tx, "turn_fts", terms, RECALL_CANDIDATES_SQL, params)
+    candidates = _ranked_rows(
+        tx, "turn_fts", terms, RECALL_CANDIDATES_SQL, params, first=RECALL_CANDIDATES
+    )
     if not candidates:
         return RecallResult(turns=[])
     scores = session_scores([(r["rowid"], r["session_id"], -r["rank"]) for r in candidates])

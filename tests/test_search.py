@@ -248,3 +248,23 @@ async def test_small_memories_rank_every_word(alice: MemoryScope) -> None:
     await _teas(alice)  # "tea" is in 6 rows: far below the default budget
     names = _names(await alice.search_nodes(query="matcha tea", limit=10))
     assert names[0] == "Matcha" and len(names) == 6
+
+
+async def test_the_window_grows_past_rows_the_filters_drop(
+    mem: GraphMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another user's rows, closed rows or a session filter can fill the first windows
+    of ranked matches; the match that passes the filters is still found."""
+    monkeypatch.setattr("memory.search.FIRST_WINDOW", 2)
+    monkeypatch.setattr("memory.search.RECALL_CANDIDATES", 2)
+    alice, bob = mem.scope(app="a", user="alice"), mem.scope(app="a", user="bob")
+    await alice.remember(entity="Alice", facts=["drinks tea"])
+    await alice.record_turns(session_id="s2", turns=[{"role": "user", "text": "tea time"}])
+    for i in range(6):
+        await bob.remember(entity=f"Bob {i}", facts=["tea tea tea, tea"])
+    await alice.record_turns(
+        session_id="s1", turns=[{"role": "user", "text": "tea tea tea"} for _ in range(6)]
+    )
+    assert _names(await alice.search_nodes(query="tea")) == ["Alice"]
+    found = await alice.recall(query="tea", session_id="s2")
+    assert [turn.text for turn in found.turns] == ["tea time"]

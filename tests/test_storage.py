@@ -154,7 +154,7 @@ async def test_a_newer_schema_is_refused(db_path: Path) -> None:
 RANKED, NEWEST = Match('"x"'), Match('"x"', newest=True)
 HOT_STATEMENTS = {
     **{
-        f"{name}, {'newest' if match.newest else 'ranked'}": sql.format(order=_order(table, match))
+        f"{name}, {'newest' if match.newest else 'ranked'}": sql.format(order=_order(match))
         for name, table, sql in (
             ("search names", "entity_fts", SEARCH_NAMES),
             ("search facts", "observation_fts", _search_facts_sql(False)),
@@ -192,7 +192,7 @@ async def test_hot_statements_use_indexes(db_path: Path, name: str) -> None:
     sql = HOT_STATEMENTS[name]
     with sqlite3.connect(db_path) as conn:
         names = "owner g p key known_at as_of after before limit entity attribute source"
-        names += " relation target candidates session_id changed_at id batch cap"
+        names += " relation target candidates session_id changed_at id batch cap window"
         params: dict[str, object] = dict.fromkeys(names.split(), 1)
         params["entities"] = "[1]"
         params["keys"] = '["e"]'
@@ -205,8 +205,11 @@ async def test_hot_statements_use_indexes(db_path: Path, name: str) -> None:
         for d in details
         if d.startswith("SCAN")
         and not any(ok in d for ok in ("json_each", "VIRTUAL TABLE", "(subquery", "CONSTANT ROW"))
+        and d != "SCAN ranked"  # the bounded window of FTS matches
     ]
     assert scans == [], details
+    if name == "graph page":  # pages in id order from an index, never by sorting them all
+        assert not any("TEMP B-TREE" in d for d in details), details
 
 
 async def test_processes_opening_a_new_file_at_once_all_succeed(db_path: Path) -> None:
