@@ -15,7 +15,11 @@ __all__ = ["http_app", "serve"]
 def http_app(server: MCPServer, settings: Settings, transport: str, host: str) -> ASGIApp:
     """The ASGI app for `sse` or `http`, behind bearer auth when a token file is set.
     The SDK answers a request body over `max_request_bytes` with 413, with or
-    without Content-Length, before it is read past the limit."""
+    without Content-Length, before it is read past the limit.
+
+    Streamable HTTP answers each POST with plain JSON (`json_response`), not an SSE
+    stream per call: no tool sends progress or logs mid-call, and under 16 clients
+    on 2 cores it served 1.5x the calls (bench/load.py: 194 -> 299 calls/s)."""
     limit = settings.max_request_bytes
     if transport == "sse":
         app: ASGIApp = server.sse_app(
@@ -23,7 +27,10 @@ def http_app(server: MCPServer, settings: Settings, transport: str, host: str) -
         )
     else:
         app = server.streamable_http_app(
-            streamable_http_path=HTTP_PATH, host=host, max_request_body_size=limit
+            streamable_http_path=HTTP_PATH,
+            host=host,
+            max_request_body_size=limit,
+            json_response=True,
         )
     if settings.auth_tokens is not None:
         app = BearerAuth(app, TokenFile(settings.auth_tokens))
