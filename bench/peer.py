@@ -36,7 +36,6 @@ the check is a large share of its round trip and says little about either server
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import shutil
@@ -53,7 +52,7 @@ import anyio
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from .common import machine, percentile
+from .common import machine, percentile, size_arguments
 from .search_latency import SEED, sentence, vocabulary
 
 PACKAGE = "@modelcontextprotocol/server-memory"
@@ -395,14 +394,8 @@ def report(results: list[dict[str, Any]], versions: dict[str, str], runs: int) -
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="1000,5000,20000", help="entity counts, comma-separated")
-    parser.add_argument("--runs", type=int, default=50, help="timed calls per operation")
-    parser.add_argument("--json", type=Path, help="also write the results here as JSON")
-    args = parser.parse_args()
-    sizes = [int(size) for size in args.sizes.split(",") if size.strip()]
-    if not sizes or min(sizes) < 3 or args.runs < 1:
-        parser.error("sizes must be at least 3 entities, runs at least 1")
+    args = size_arguments(__doc__.splitlines()[0], sizes="1000,5000,20000", runs=50)
+    sizes = args.sizes
 
     entry = install_reference()
     chronomem = chronomem_command()

@@ -19,7 +19,6 @@ Query words follow the Zipf vocabulary of `bench.search_latency`.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -37,7 +36,7 @@ import anyio
 
 from memory import GraphMemory, MemoryScope
 
-from .common import machine, percentile
+from .common import machine, percentile, size_arguments
 from .search_latency import sentence, vocabulary
 
 SEED = 7
@@ -413,12 +412,8 @@ def report(results: list[dict[str, Any]]) -> str:
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="1000,10000,100000", help="entities, comma-separated")
-    parser.add_argument("--runs", type=int, default=200, help="timed calls per operation")
-    parser.add_argument("--json", type=Path, help="also write the results here as JSON")
-    args = parser.parse_args()
-    sizes = [int(size) for size in args.sizes.split(",")]
+    args = size_arguments(__doc__.splitlines()[0], sizes="1000,10000,100000", runs=200)
+    sizes = args.sizes
     results = []
     with tempfile.TemporaryDirectory() as folder:
         for size in sizes:
