@@ -230,7 +230,9 @@ async def _surfaces(client: Client, text: str, n: int) -> None:
     assert card["entities"][0].startswith(f"N{n}")
     assert_card(card["text"], card["entities"])
     (content,) = (await client.read_resource("memory://profile")).contents
-    assert content.text == card["text"]
+    default = await _ok(client, "profile_card", {})  # the resource is the default card
+    assert content.text == default["text"]
+    assert_card(content.text, default["entities"])
     prompt = await client.get_prompt("session_context", {"topic": f"N{n}"})
     parts = assert_context(prompt.messages[0].content.text, [f"r {text}"[:64]])
     assert len(parts["Last session"]) == 2
