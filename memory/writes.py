@@ -283,6 +283,7 @@ SELECT_OPEN_TRIPLE = f"""
     SELECT {RELATION_COLUMNS}
     WHERE r.source_id = :source AND r.relation = :relation AND r.target_id = :target
       AND r.valid_to IS NULL AND r.project IN (:g, :p)
+    ORDER BY r.seq
 """
 SELECT_RELATION_SLOT = f"""
     SELECT {RELATION_COLUMNS}
@@ -312,9 +313,13 @@ def relate(tx: Tx, scope: ScopeKey, args: RelateArgs) -> RelateResult:
         row["seq"]: row
         for row in _resolve_replaces(tx, scope, owner, args.replaces, "relation", valid_from)
     }
-    existing = tx.one(SELECT_OPEN_TRIPLE, params)
-    if existing is not None and existing["seq"] in closing:
-        existing = None  # the call replaces the very triple it states: record it anew
+    # The same triple can be open twice in view: once global, once in this project
+    # (after a project call replaced the global one, and a global call stated it
+    # again). The oldest one not being replaced is the existing one; when the call
+    # replaces every copy of the triple it states, it is recorded anew.
+    existing = next(
+        (row for row in tx.all(SELECT_OPEN_TRIPLE, params) if row["seq"] not in closing), None
+    )
 
     ends_at: int | None = None
     if args.exclusive:

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from memory import InvalidInputError, MemoryScope
+from memory import GraphMemory, InvalidInputError, MemoryScope
 
 from .conftest import FakeClock, dump
 
@@ -156,3 +156,23 @@ async def test_self_relation_is_allowed(alice: MemoryScope) -> None:
     result = await alice.relate(source="Alice", relation="mentors", target="alice")
     assert result.relation.source == result.relation.target == "Alice"
     assert result.created_entities == ["Alice"]
+
+
+async def test_a_triple_open_globally_and_in_the_project_is_existing_unless_replaced(
+    mem: GraphMemory,
+) -> None:
+    """Found by the temporal model test: with the same triple open twice in view (once
+    global, once in the project), replacing one copy finds the other as existing."""
+    world, project = mem.scope(app="a", user="u"), mem.scope(app="a", user="u", project="p")
+    first = (await world.relate(source="A", relation="works at", target="B")).relation
+    in_project = await project.relate(
+        source="A", relation="works at", target="B", replaces=[first.id]
+    )
+    assert not in_project.existing  # it replaced the only copy: recorded anew, in p
+    again = (await world.relate(source="A", relation="works at", target="B")).relation
+    assert again.id != in_project.relation.id  # p's copy is not visible globally
+    result = await project.relate(
+        source="A", relation="works at", target="B", replaces=[in_project.relation.id]
+    )
+    assert result.existing and result.relation.id == again.id
+    assert [r.id for r in result.superseded] == [in_project.relation.id]
