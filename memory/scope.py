@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from . import admin, profile, reads, search, transfer, writes
-from .errors import InvalidInputError
+from .errors import InvalidInputError, MemoryFullError
 from .models import (
     ForgetArgs,
     ForgetResult,
@@ -268,10 +268,15 @@ class MemoryScope:
         counts: dict[str, int] = {}
         for start in range(0, len(steps), batch_size):
             batch = steps[start : start + batch_size]
-            done = await self._store.write(
-                self.key.app, self.key.user,
-                lambda tx, batch=batch: transfer.write_batch(tx, self.key, batch),
-            )  # fmt: skip
+            try:
+                done = await self._store.write(
+                    self.key.app, self.key.user,
+                    lambda tx, batch=batch: transfer.write_batch(tx, self.key, batch),
+                )  # fmt: skip
+            except MemoryFullError as exc:  # each batch is its own transaction
+                first, last = batch[0][0], batch[-1][0]
+                kept = f"lines before {first} were imported" if start else "nothing was imported"
+                raise MemoryFullError(f"lines {first}-{last}: {exc} ({kept})") from None
             for kind, count in done.items():
                 counts[kind] = counts.get(kind, 0) + count
             if progress is not None:

@@ -112,9 +112,6 @@ def plan_matches(tx: Tx, table: str, terms: list[str]) -> list[Match]:
 # reorders it. When fewer than half the window pass the filters (another user's,
 # closed or filtered-out rows), the window grows, and at last takes every match, so
 # a filter never hides a match that the full ranking would have found.
-FIRST_WINDOW = 100
-
-
 def _windows(first: int) -> tuple[int, ...]:
     return (first, first * 8, first * 64, -1)  # -1: no limit
 
@@ -123,17 +120,16 @@ def _order(match: Match) -> str:
     return "ORDER BY rowid DESC" if match.newest else "ORDER BY rank"
 
 
-def _ranked_rows(
-    tx: Tx, table: str, terms: list[str], sql: str, params: dict, first: int | None = None
-) -> list:
+def _ranked_rows(tx: Tx, table: str, terms: list[str], sql: str, params: dict) -> list:
     """Rows of `sql` (which ranks `table` by `:match`, ordered by `{order}` and cut to
-    `:window`, starting at `first`) for each planned query, once each, best first, at
-    most `:candidates`."""
+    `:window`) for each planned query, once each, best first, at most `:candidates`.
+    The first window is `:candidates` (the newest window for a query of common words
+    only); each grows while the filters drop more than half of it."""
     rows: dict[int, sqlite3.Row] = {}
     for match in plan_matches(tx, table, terms):
         statement = sql.format(order=_order(match))
-        windows = _windows(first or FIRST_WINDOW)
-        for window in (NEWEST_WINDOW,) if match.newest else windows:
+        first = min(NEWEST_WINDOW, params["candidates"]) if match.newest else params["candidates"]
+        for window in _windows(first):
             found = tx.all(statement, {**params, "match": match.expression, "window": window})
             if len(found) * 2 >= window or window < 0:
                 break
@@ -329,9 +325,7 @@ def recall(tx: Tx, scope: ScopeKey, args: RecallArgs) -> RecallResult:
         before=args.before,
         candidates=RECALL_CANDIDATES,
     )
-    candidates = _ranked_rows(
-        tx, "turn_fts", terms, RECALL_CANDIDATES_SQL, params, first=RECALL_CANDIDATES
-    )
+    candidates = _ranked_rows(tx, "turn_fts", terms, RECALL_CANDIDATES_SQL, params)
     if not candidates:
         return RecallResult(turns=[])
     scores = session_scores([(r["rowid"], r["session_id"], -r["rank"]) for r in candidates])

@@ -126,6 +126,12 @@ class Tx:
             ).fetchone()
             _check_cap("facts", stored_facts, facts, self._caps.max_facts)
             _check_cap("turns", stored_turns, turns, self._caps.max_turns)
+        self.index_new_rows()
+
+    def index_new_rows(self) -> None:
+        """Write the full-text entries of the rows added so far. `finish` does it;
+        call it first before updating an indexed column of a row added in this
+        transaction (the update trigger removes the old entry, which must exist)."""
         for kind, rowids in self._unindexed.items():
             self._conn.execute(INDEX_NEW[kind], {"rowids": json_list(rowids)})
         self._unindexed.clear()

@@ -22,7 +22,8 @@ _NAIVE_EPOCH = datetime(1970, 1, 1)
 _RFC3339 = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})"
     r"(?:[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(?P<frac>\d{1,9}))?"
-    r"(?P<offset>[Zz]|[+-]\d{2}:\d{2})?)?"
+    r"(?P<offset>[Zz]|[+-]\d{2}:\d{2})?)?",
+    re.ASCII,  # digits 0-9 only, not every Unicode digit
 )
 
 

@@ -87,6 +87,7 @@ def upsert_entity(
         return EntityRow(entity_id, display_name(name), kind, created=True)
     kind = row["entity_type"]
     if entity_type is not None and entity_type != kind:
+        tx.index_new_rows()  # the entity may be new in this transaction, not yet indexed
         tx.run(UPDATE_ENTITY_TYPE, {"entity_type": entity_type, "id": row["id"]})
         kind = entity_type
     return EntityRow(row["id"], row["name"], kind, created=False)

@@ -62,3 +62,14 @@ async def test_caps_must_be_positive(db_path: Path) -> None:
     with pytest.raises(ValueError, match="at least 1"):
         async with GraphMemory.open(db_path, max_facts=0):
             pass
+
+
+async def test_an_import_that_fills_memory_midway_says_what_was_kept(db_path: Path) -> None:
+    lines = [
+        f'{{"type":"entity","name":"E{i}","entityType":"t","observations":["x"]}}' for i in range(5)
+    ]
+    async with GraphMemory.open(db_path, max_facts=3) as mem:
+        scope = mem.scope(app="a", user="u")
+        with pytest.raises(MemoryFullError, match=r"lines 3-4: .*lines before 3 were imported"):
+            await scope.import_lines(lines, batch_size=2)
+        assert (await scope.read_graph()).total_entities == 2

@@ -176,3 +176,16 @@ async def test_a_triple_open_globally_and_in_the_project_is_existing_unless_repl
     )
     assert result.existing and result.relation.id == again.id
     assert [r.id for r in result.superseded] == [in_project.relation.id]
+
+
+async def test_an_entity_created_and_typed_twice_in_one_call_is_searchable(
+    alice: MemoryScope,
+) -> None:
+    """Found in review: a relation to itself with two types created the entity and
+    changed its type in one transaction, before its search entry existed."""
+    await alice.relate(
+        source="Zebra", relation="likes", target="Zebra", source_type="animal",
+        target_type="mascot",
+    )  # fmt: skip
+    hits = (await alice.search_nodes(query="mascot")).hits
+    assert [(h.entity.name, h.entity.entity_type) for h in hits] == [("Zebra", "mascot")]

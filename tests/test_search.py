@@ -255,7 +255,7 @@ async def test_the_window_grows_past_rows_the_filters_drop(
 ) -> None:
     """Another user's rows, closed rows or a session filter can fill the first windows
     of ranked matches; the match that passes the filters is still found."""
-    monkeypatch.setattr("memory.search.FIRST_WINDOW", 2)
+    monkeypatch.setattr("memory.search.CANDIDATES", 2)  # the first windows hold 2 rows
     monkeypatch.setattr("memory.search.RECALL_CANDIDATES", 2)
     alice, bob = mem.scope(app="a", user="alice"), mem.scope(app="a", user="bob")
     await alice.remember(entity="Alice", facts=["drinks tea"])
@@ -268,3 +268,38 @@ async def test_the_window_grows_past_rows_the_filters_drop(
     assert _names(await alice.search_nodes(query="tea")) == ["Alice"]
     found = await alice.recall(query="tea", session_id="s2")
     assert [turn.text for turn in found.turns] == ["tea time"]
+
+
+async def test_search_honours_limit_and_entity_type_past_many_matches(alice: MemoryScope) -> None:
+    """Found in review: the candidates must be enough for `limit` up to 50, and for a
+    type filter applied to them."""
+    for i in range(40):
+        await alice.remember(entity=f"Short {i}", facts=["tea", "tea tea", "tea tea tea"])
+    for i in range(30):
+        await alice.remember(entity=f"Long {i}", facts=[f"a long story that mentions tea {i}"])
+    await alice.remember(entity="Bob", entity_type="person", facts=["a long note with tea"])
+    assert len((await alice.search_nodes(query="tea", limit=50)).hits) == 50
+    hits = await alice.search_nodes(query="tea", entity_type="person")
+    assert _names(hits) == ["Bob"]
+
+
+@pytest.mark.usefixtures("three_rows")
+async def test_common_words_of_other_users_and_times_hide_no_match(
+    mem: GraphMemory, alice: MemoryScope
+) -> None:
+    """Found in review: when a word is common in the whole file (here: more than 3
+    rows, another user's), the newest-rows window must still reach this user's match,
+    and one at an earlier `known_at` or in one session."""
+    await alice.remember(entity="Alice", facts=["loves green tea"])
+    await alice.record_turns(session_id="old", turns=[{"role": "user", "text": "tea time"}])
+    bob = mem.scope(app="coach", user="bob")
+    for i in range(8):
+        await bob.remember(entity=f"Bob {i}", facts=[f"tea number {i}"])
+        await bob.record_turns(session_id="s", turns=[{"role": "user", "text": f"tea {i}"}])
+    await alice.record_turns(
+        session_id="new", turns=[{"role": "user", "text": f"more tea {i}"} for i in range(8)]
+    )
+    assert _names(await alice.search_nodes(query="tea")) == ["Alice"]
+    assert [t.text for t in (await alice.recall(query="tea", session_id="old")).turns] == [
+        "tea time"
+    ]

@@ -65,3 +65,9 @@ def test_datetimes_are_accepted_and_naive_ones_are_utc() -> None:
     assert parse_time(datetime(2026, 6, 1, 9, 30)) == parse_time(
         datetime(2026, 6, 1, 9, 30, tzinfo=UTC)
     )
+
+
+@pytest.mark.parametrize("text", ["２０２６-０１-０１", "٢٠٢٦-٠١-٠١"])
+def test_only_ascii_digits_make_a_timestamp(text: str) -> None:
+    with pytest.raises(ValueError, match="valid_from: .* is not a timestamp"):
+        parse_time(text, "valid_from")
