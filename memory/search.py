@@ -27,7 +27,7 @@ from .store import Tx, json_list
 from .temporal import Moment, visible_rows_sql
 from .timestamps import format_time
 
-__all__ = ["fts_query", "query_terms", "ranked_entities", "recall", "search_nodes"]
+__all__ = ["query_terms", "ranked_entities", "recall", "search_nodes"]
 
 _WORD = re.compile(r"\w+")
 MAX_TERMS = 64
@@ -54,11 +54,6 @@ def query_terms(text: str) -> list[str]:
     words = [word.casefold() for word in _WORD.findall(text)]
     kept = [word for word in words if word not in STOP_WORDS] or words
     return [f'"{term}"' for term in list(dict.fromkeys(kept))[:MAX_TERMS]]
-
-
-def fts_query(text: str) -> str | None:
-    """An FTS5 query matching any word of `text`, or None when it has no words."""
-    return " OR ".join(query_terms(text)) or None
 
 
 # Ranking costs time for every row a query matches, so ranking every row with a

@@ -5,7 +5,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory import GraphMemory, InvalidInputError, MemoryScope
-from memory.search import fts_query
+from memory.search import query_terms
 
 from .conftest import FakeClock
 
@@ -156,10 +156,10 @@ async def test_a_star_is_not_a_prefix_operator(alice: MemoryScope) -> None:
     assert (await alice.search_nodes(query="rock*")).hits == []
 
 
-def test_fts_query_quotes_every_word() -> None:
-    assert fts_query('what is "NEAR(x)" AND y*') == '"near" OR "x" OR "y"'
-    assert fts_query("who is it?") == '"who" OR "is" OR "it"'  # only stop words: keep them
-    assert fts_query("?!") is None
+def test_query_terms_quotes_every_word() -> None:
+    assert query_terms('what is "NEAR(x)" AND y*') == ['"near"', '"x"', '"y"']
+    assert query_terms("who is it?") == ['"who"', '"is"', '"it"']  # only stop words: keep them
+    assert query_terms("?!") == []
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
