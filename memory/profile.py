@@ -87,9 +87,10 @@ def profile_card(tx: Tx, scope: ScopeKey, args: ProfileCardArgs) -> ProfileCard:
     chosen: list[CardEntity] = []
     seen: set[int] = set()
     if args.query:
-        ranked = [row for row, _ in ranked_entities(tx, scope, owner, args.query, at, False)]
-        chosen += _card_entities(tx, scope, owner, ranked[:wanted], at, args.max_facts_per_entity)
-        seen.update(row["id"] for row in ranked[:wanted])
+        found = ranked_entities(tx, scope, owner, args.query, at, False, limit=wanted)
+        ranked = [row for row, _ in found]
+        chosen += _card_entities(tx, scope, owner, ranked, at, args.max_facts_per_entity)
+        seen.update(row["id"] for row in ranked)
 
     cursor = {"changed_at": 2**62, "id": 2**62}
     while len(chosen) < wanted:

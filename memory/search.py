@@ -7,6 +7,7 @@ only ever characters to look for, never operators.
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 from collections import defaultdict
@@ -66,10 +67,15 @@ def query_terms(text: str) -> list[str]:
 RANKED_ROWS = 1_000
 NEWEST_WINDOW = 200
 FTS_TABLES = ("entity_fts", "observation_fts", "relation_fts", "turn_fts")
-COUNT_ROWS = {
-    table: f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH :term LIMIT :cap)"
-    for table in FTS_TABLES
-}
+
+
+@functools.cache
+def count_rows_sql(table: str, terms: int) -> str:
+    """One statement counting the rows of each of `terms` words (`?1`, `?2`, ...) in
+    `table`, each count stopping at `:cap`: one call, not one per word."""
+    count = "(SELECT count(*) FROM (SELECT 1 FROM {t} WHERE {t} MATCH ?{n} LIMIT ?{cap}))"
+    cap = terms + 1
+    return "SELECT " + ", ".join(count.format(t=table, n=n, cap=cap) for n in range(1, terms + 1))
 
 
 @dataclass(frozen=True)
@@ -82,8 +88,9 @@ class Match:
 
 def plan_matches(tx: Tx, table: str, terms: list[str]) -> list[Match]:
     """The queries that rank `terms` on `table` in bounded time (see RANKED_ROWS)."""
-    cap = {"cap": RANKED_ROWS + 1}  # counting stops there: only "more" matters
-    counts = {term: tx.one(COUNT_ROWS[table], {"term": term, **cap})[0] for term in terms}
+    # counting stops past RANKED_ROWS: only "more" matters
+    found = tx.one(count_rows_sql(table, len(terms)), (*terms, RANKED_ROWS + 1))
+    counts = dict(zip(terms, found, strict=True))
     present = sorted((term for term in terms if counts[term]), key=counts.__getitem__)
     if not present:
         return []
@@ -103,10 +110,12 @@ def plan_matches(tx: Tx, table: str, terms: list[str]) -> list[Match]:
 # Each query ranks in two steps: the FTS index alone ranks its matches and keeps the
 # best `:window` rowids (the CTE), and only those are joined to their table for the
 # scope and time filters. Joining every match costs a row lookup each, most of it
-# for rows that would not make the cut. CROSS JOIN keeps that order: SQLite never
-# reorders it. When fewer than half the window pass the filters (another user's,
-# closed or filtered-out rows), the window grows, and at last takes every match, so
-# a filter never hides a match that the full ranking would have found.
+# for rows that would not make the cut. The join is a LEFT JOIN with the filters in
+# its ON clause, so every row of the window comes back, with NULLs where the filters
+# drop it: that says both which rows pass and whether the index had more. When fewer
+# than half the window pass the filters (another user's, closed or filtered-out
+# rows), the window grows, and at last takes every match, so a filter never hides a
+# match that the full ranking would have found.
 def _windows(first: int) -> tuple[int, ...]:
     return (first, first * 8, first * 64, -1)  # -1: no limit
 
@@ -125,27 +134,17 @@ def _ranked_rows(tx: Tx, table: str, terms: list[str], sql: str, params: dict) -
         statement = sql.format(order=_order(match))
         first = min(NEWEST_WINDOW, params["candidates"]) if match.newest else params["candidates"]
         for window in _windows(first):
-            found = tx.all(statement, {**params, "match": match.expression, "window": window})
-            if len(found) * 2 >= window or window < 0:
-                break
-            if _index_rows(tx, table, match, found, window) < window:
-                break  # the index has no more matches
+            window_rows = tx.all(statement, {**params, "match": match.expression, "window": window})
+            found = [row for row in window_rows if row["rowid"] is not None]
+            if len(found) * 2 >= window or window < 0 or len(window_rows) < window:
+                break  # enough rows passed the filters, or the index has no more matches
         for row in found:
             rows.setdefault(row["rowid"], row)
     return sorted(rows.values(), key=lambda row: row["rank"])[: params["candidates"]]
 
 
-def _index_rows(tx: Tx, table: str, match: Match, found: list, window: int) -> int:
-    """How many matches the index gave for `window` (the rows carry it; with no row
-    passing the filters, count them, cheaply: no ranking)."""
-    if found:
-        return found[0]["ranked"]
-    return tx.one(COUNT_ROWS[table], {"term": match.expression, "cap": window})[0]
-
-
 def _ranked(fts: str, rank: str) -> str:
-    """The CTE of an FTS index's best `:window` matches; select `RANKED_COUNT` with
-    the rows to learn how many it gave."""
+    """The CTE of an FTS index's best `:window` matches, named `ranked`."""
     return f"""
         WITH ranked AS MATERIALIZED (
             SELECT rowid, {rank} AS rank FROM {fts} WHERE {fts} MATCH :match
@@ -154,30 +153,39 @@ def _ranked(fts: str, rank: str) -> str:
     """
 
 
-RANKED_COUNT = "(SELECT count(*) FROM ranked) AS ranked"
-
-
 # Search weights: a match on the name says more than one in a fact; relation types
 # ("works_at") are short and common, so they count least.
 NAME_WEIGHT = 2.0
 FACT_WEIGHTS = (1.0, 0.5, 0.25)  # an entity's best three matching facts
 RELATION_WEIGHT = 0.5
-CANDIDATES = 500
+
+# Ranked rows kept per table: enough for `limit` entities with their best facts (each
+# kept row costs a lookup in its table, the largest cost of a search in a big
+# memory). A type filter drops entities after ranking, so it keeps the most.
+CANDIDATES_PER_HIT = 20
+MIN_CANDIDATES = 200
+MAX_CANDIDATES = 500
+
+
+def search_candidates(limit: int | None, entity_type: str | None) -> int:
+    if limit is None or entity_type is not None:
+        return MAX_CANDIDATES
+    return min(MAX_CANDIDATES, max(MIN_CANDIDATES, CANDIDATES_PER_HIT * limit))
+
 
 SEARCH_NAMES = f"""
     {_ranked("entity_fts", "bm25(entity_fts, 4.0, 1.0)")}
-    SELECT e.id AS rowid, e.id AS entity_id, ranked.rank, {RANKED_COUNT}
-    FROM ranked CROSS JOIN entity e ON e.id = ranked.rowid
-    WHERE {ENTITY_VISIBLE}
+    SELECT e.id AS rowid, e.id AS entity_id, ranked.rank
+    FROM ranked LEFT JOIN entity e ON e.id = ranked.rowid AND {ENTITY_VISIBLE}
 """
 
 
 def _search_facts_sql(include_history: bool) -> str:
     return f"""
         {_ranked("observation_fts", "bm25(observation_fts)")}
-        SELECT o.seq AS rowid, o.entity_id, ranked.rank, {RANKED_COUNT}
-        FROM ranked CROSS JOIN observation o ON o.seq = ranked.rowid
-        WHERE o.owner_id = :owner AND o.project IN (:g, :p)
+        SELECT o.seq AS rowid, o.entity_id, ranked.rank
+        FROM ranked LEFT JOIN observation o ON o.seq = ranked.rowid
+          AND o.owner_id = :owner AND o.project IN (:g, :p)
           AND {visible_rows_sql("o", include_history)}
     """
 
@@ -186,9 +194,9 @@ def _search_relations_sql(include_history: bool) -> str:
     return f"""
         {_ranked("relation_fts", "bm25(relation_fts)")}
         SELECT r.seq AS rowid, r.source_id AS entity_id, r.target_id AS other_id,
-               ranked.rank, {RANKED_COUNT}
-        FROM ranked CROSS JOIN relation r ON r.seq = ranked.rowid
-        WHERE r.owner_id = :owner AND r.project IN (:g, :p)
+               ranked.rank
+        FROM ranked LEFT JOIN relation r ON r.seq = ranked.rowid
+          AND r.owner_id = :owner AND r.project IN (:g, :p)
           AND {visible_rows_sql("r", include_history)}
     """
 
@@ -213,7 +221,8 @@ def ranked_entities(
     terms = query_terms(query)
     if not terms:
         return []
-    params = scope.params(owner, as_of=at.as_of, known_at=at.known_at, candidates=CANDIDATES)
+    candidates = search_candidates(limit, entity_type)
+    params = scope.params(owner, as_of=at.as_of, known_at=at.known_at, candidates=candidates)
     scores: dict[int, float] = defaultdict(float)
     for row in _ranked_rows(tx, "entity_fts", terms, SEARCH_NAMES, params):
         scores[row["entity_id"]] += NAME_WEIGHT * -row["rank"]
@@ -283,9 +292,9 @@ RECALL_CANDIDATES = 200
 
 RECALL_CANDIDATES_SQL = f"""
     {_ranked("turn_fts", "bm25(turn_fts)")}
-    SELECT t.seq AS rowid, t.session_id, ranked.rank, {RANKED_COUNT}
-    FROM ranked CROSS JOIN turn t ON t.seq = ranked.rowid
-    WHERE t.owner_id = :owner AND t.project IN (:g, :p)
+    SELECT t.seq AS rowid, t.session_id, ranked.rank
+    FROM ranked LEFT JOIN turn t ON t.seq = ranked.rowid
+      AND t.owner_id = :owner AND t.project IN (:g, :p)
       AND (:session_id IS NULL OR t.session_id = :session_id)
       AND (:after IS NULL OR t.at >= :after)
       AND (:before IS NULL OR t.at < :before)

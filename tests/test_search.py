@@ -255,7 +255,7 @@ async def test_the_window_grows_past_rows_the_filters_drop(
 ) -> None:
     """Another user's rows, closed rows or a session filter can fill the first windows
     of ranked matches; the match that passes the filters is still found."""
-    monkeypatch.setattr("memory.search.CANDIDATES", 2)  # the first windows hold 2 rows
+    monkeypatch.setattr("memory.search.search_candidates", lambda limit, entity_type: 2)
     monkeypatch.setattr("memory.search.RECALL_CANDIDATES", 2)
     alice, bob = mem.scope(app="a", user="alice"), mem.scope(app="a", user="bob")
     await alice.remember(entity="Alice", facts=["drinks tea"])
