@@ -236,4 +236,11 @@ INDEX_NEW = {  # each indexes the rows whose rowids are in the JSON list :rowids
     """,
 }
 
+FTS_INDEXES = {  # kind of row -> its full-text index
+    "entity": "entity_fts",
+    "observation": "observation_fts",
+    "relation": "relation_fts",
+    "turn": "turn_fts",
+}
+
 LATEST_VERSION = max(MIGRATIONS)
