@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from .errors import DatabaseFileError, MemoryFullError
-from .schema import APPLICATION_ID, INDEX_NEW, LATEST_VERSION, MIGRATIONS
+from .schema import APPLICATION_ID, CHANGED_NEW, INDEX_NEW, LATEST_VERSION, MIGRATIONS
 from .timestamps import Clock
 
 __all__ = ["Caps", "Store", "Tx", "json_list"]
@@ -94,9 +94,10 @@ class Tx:
         self._conn.executemany(sql, rows)
 
     def add(self, kind: str, sql: str, params: Params) -> int:
-        """INSERT one entity, observation, relation or turn; its full-text entry is
-        written before the transaction commits (see `schema.INDEX_NEW`). Returns the
-        new rowid, or 0 when an ON CONFLICT clause skipped the row.
+        """INSERT one entity, observation, relation or turn; its full-text entry and its
+        entities' changed_at are written before the transaction commits (see
+        `schema.INDEX_NEW`, `schema.CHANGED_NEW`; an entity is inserted with its
+        changed_at). Returns the new rowid, or 0 when an ON CONFLICT clause skipped it.
 
         Every insert into those tables goes through here, or search would miss it."""
         cursor = self._conn.execute(sql, params)
@@ -129,11 +130,15 @@ class Tx:
         self.index_new_rows()
 
     def index_new_rows(self) -> None:
-        """Write the full-text entries of the rows added so far. `finish` does it;
-        call it first before updating an indexed column of a row added in this
-        transaction (the update trigger removes the old entry, which must exist)."""
+        """Write the full-text entries of the rows added so far, and raise their
+        entities' changed_at (see `schema.CHANGED_NEW`). `finish` does it; call it
+        first before updating an indexed column of a row added in this transaction
+        (the update trigger removes the old entry, which must exist)."""
         for kind, rowids in self._unindexed.items():
-            self._conn.execute(INDEX_NEW[kind], {"rowids": json_list(rowids)})
+            params = {"rowids": json_list(rowids)}
+            self._conn.execute(INDEX_NEW[kind], params)
+            if kind in CHANGED_NEW:
+                self._conn.execute(CHANGED_NEW[kind], params)
         self._unindexed.clear()
 
 

@@ -354,8 +354,8 @@ ADVANCE_CLOCK_TO = "UPDATE tx_clock SET last = max(last, :latest) WHERE id = 1"
 
 FIND_ENTITY = "SELECT id FROM entity WHERE owner_id = :owner AND name_key = :key"
 INSERT_ENTITY = """
-    INSERT INTO entity (owner_id, project, name, name_key, entity_type, recorded_at)
-    VALUES (:owner, :project, :name, :key, :entity_type, :recorded_at)
+    INSERT INTO entity (owner_id, project, name, name_key, entity_type, recorded_at, changed_at)
+    VALUES (:owner, :project, :name, :key, :entity_type, :recorded_at, :recorded_at)
 """
 
 
