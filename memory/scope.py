@@ -256,7 +256,7 @@ class MemoryScope:
     async def import_lines(
         self,
         lines: Iterable[str],
-        batch_size: int = 500,
+        batch_size: int = transfer.BATCH_SIZE,
         progress: Callable[[int], None] | None = None,
     ) -> transfer.ImportResult:
         """Import chronomem's export format or the reference memory server's

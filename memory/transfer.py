@@ -137,6 +137,9 @@ def export_records(tx: Tx, project: str | None) -> list[dict[str, Any]]:
 # back and writes each in one transaction (`write_batch`).
 
 Step = tuple[Any, ...]  # (line number, kind, *values); the kind names its writer
+# Steps a transaction: fewer commits write each hot page (index edges, full-text
+# segments) to the WAL fewer times; 5,000 rows hold the write lock ~0.2 s here.
+BATCH_SIZE = 5_000
 
 
 class ImportPlan:
@@ -173,7 +176,7 @@ class ImportPlan:
             yield marshal.loads(self._file.read(size))
 
 
-def check_import(lines: Iterable[str], spool: BinaryIO, batch_size: int = 500) -> ImportPlan:
+def check_import(lines: Iterable[str], spool: BinaryIO, batch_size: int = BATCH_SIZE) -> ImportPlan:
     """Check every line and plan the steps that write them, numbered by line, in `spool`
     (an empty binary file).
 
