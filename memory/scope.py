@@ -271,15 +271,25 @@ class MemoryScope:
         counts: dict[str, int] = {}
         with tempfile.TemporaryFile() as spool:
             plan = transfer.check_import(lines, spool, batch_size)
-            for index, batch in enumerate(plan.batches()):
-                done = await self._write_batch(batch, first_batch=index == 0)
-                for kind, count in done.items():
-                    counts[kind] = counts.get(kind, 0) + count
-                if progress is not None:
-                    progress(len(batch))
+            async with self._store.bulk():
+                await self._write_plan(plan, counts, progress)
         return transfer.ImportResult(
             lines=plan.lines, **{k: counts.get(k, 0) for k in transfer.COUNTED}
         )
+
+    async def _write_plan(
+        self,
+        plan: transfer.ImportPlan,
+        counts: dict[str, int],
+        progress: Callable[[int], None] | None,
+    ) -> None:
+        """Write the batches of a checked import, adding to `counts` by kind."""
+        for index, batch in enumerate(plan.batches()):
+            done = await self._write_batch(batch, first_batch=index == 0)
+            for kind, count in done.items():
+                counts[kind] = counts.get(kind, 0) + count
+            if progress is not None:
+                progress(len(batch))
 
     async def _write_batch(self, batch: list[transfer.Step], first_batch: bool) -> dict[str, int]:
         try:

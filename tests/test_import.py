@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
 from memory import GraphMemory, InvalidInputError
+from memory.store import BULK_CHECKPOINT_PAGES
 from memory.transfer import ImportPlan, check_import
 from memory.validation import (
     FACT_MAX,
@@ -143,3 +145,21 @@ def test_plain_text_refuses_what_a_label_refuses(value: object) -> None:
 def test_plain_text_accepts_ordinary_text() -> None:
     assert plain_text("Zoë works at Acme", NAME_MAX)
     assert plain_text("x" * LABEL_MAX, LABEL_MAX)
+
+
+async def test_an_import_checkpoints_less_often_and_restores_the_setting(db_path: Path) -> None:
+    async with GraphMemory.open(db_path) as mem:
+        store = mem._store
+        usual = await store._in_thread(_checkpoint_pages)
+        async with store.bulk():
+            assert await store._in_thread(_checkpoint_pages) == BULK_CHECKPOINT_PAGES
+        assert await store._in_thread(_checkpoint_pages) == usual
+        scope = mem.scope(app="a", user="u")
+        with pytest.raises(InvalidInputError):  # refused while checking: never raised
+            await scope.import_lines(["{"])
+        await scope.import_lines([_observation(1)])
+        assert await store._in_thread(_checkpoint_pages) == usual
+
+
+def _checkpoint_pages(conn: sqlite3.Connection) -> int:
+    return conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
