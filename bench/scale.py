@@ -129,7 +129,7 @@ def write_files(graph: Path, turns: Path, entities: int) -> dict[str, int]:
 
 
 async def timed_import(scope: MemoryScope, path: Path) -> float:
-    """Seconds to import `path` as `chronomem import` does (batches of 500 lines)."""
+    """Seconds to import `path` as `chronomem import` does (batches of 5,000 lines)."""
     started = time.perf_counter()
     with path.open(encoding="utf-8") as lines:
         await scope.import_lines(lines)

@@ -7,6 +7,7 @@ transaction. The MCP tools and CLI commands call these same methods.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
@@ -255,36 +256,51 @@ class MemoryScope:
     async def import_lines(
         self,
         lines: Iterable[str],
-        batch_size: int = 500,
+        batch_size: int = transfer.BATCH_SIZE,
         progress: Callable[[int], None] | None = None,
     ) -> transfer.ImportResult:
         """Import chronomem's export format or the reference memory server's
-        `memory.jsonl`. Every line is checked before anything is written.
+        `memory.jsonl`. Every line is checked before anything is written; then the
+        lines are written `batch_size` steps to a transaction, and `progress` is told
+        how many after each transaction. Memory holds one batch, not the whole input.
 
         Raises:
             InvalidInputError: naming the first bad line; nothing was imported.
+            MemoryFullError: naming the lines of the batch refused and what was kept.
         """
-        steps = transfer.parse_import(lines)
         counts: dict[str, int] = {}
-        for start in range(0, len(steps), batch_size):
-            batch = steps[start : start + batch_size]
-            try:
-                done = await self._store.write(
-                    self.key.app, self.key.user,
-                    lambda tx, batch=batch: transfer.write_batch(tx, self.key, batch),
-                )  # fmt: skip
-            except MemoryFullError as exc:  # each batch is its own transaction
-                first, last = batch[0][0], batch[-1][0]
-                kept = f"lines before {first} were imported" if start else "nothing was imported"
-                raise MemoryFullError(f"lines {first}-{last}: {exc} ({kept})") from None
+        with tempfile.TemporaryFile() as spool:
+            plan = transfer.check_import(lines, spool, batch_size)
+            async with self._store.bulk():
+                await self._write_plan(plan, counts, progress)
+        return transfer.ImportResult(
+            lines=plan.lines, **{k: counts.get(k, 0) for k in transfer.COUNTED}
+        )
+
+    async def _write_plan(
+        self,
+        plan: transfer.ImportPlan,
+        counts: dict[str, int],
+        progress: Callable[[int], None] | None,
+    ) -> None:
+        """Write the batches of a checked import, adding to `counts` by kind."""
+        for index, batch in enumerate(plan.batches()):
+            done = await self._write_batch(batch, first_batch=index == 0)
             for kind, count in done.items():
                 counts[kind] = counts.get(kind, 0) + count
             if progress is not None:
                 progress(len(batch))
-        lines_read = len({number for number, _ in steps})
-        return transfer.ImportResult(
-            lines=lines_read, **{k: counts.get(k, 0) for k in transfer.COUNTED}
-        )
+
+    async def _write_batch(self, batch: list[transfer.Step], first_batch: bool) -> dict[str, int]:
+        try:
+            return await self._store.write(
+                self.key.app, self.key.user,
+                lambda tx: transfer.write_batch(tx, self.key, batch),
+            )  # fmt: skip
+        except MemoryFullError as exc:  # each batch is its own transaction
+            first, last = batch[0][0], batch[-1][0]
+            kept = "nothing was imported" if first_batch else f"lines before {first} were imported"
+            raise MemoryFullError(f"lines {first}-{last}: {exc} ({kept})") from None
 
     async def stats(self) -> admin.Stats:
         """Counts of this memory: entities, current and closed facts and relations,

@@ -25,6 +25,9 @@ _RFC3339 = re.compile(
     r"(?P<offset>[Zz]|[+-]\d{2}:\d{2})?)?",
     re.ASCII,  # digits 0-9 only, not every Unicode digit
 )
+# The form chronomem exports: UTC with a `Z`, whole seconds or six fractional digits.
+_EXPORTED = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{6})?Z", re.ASCII)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 def system_clock() -> int:
@@ -64,6 +67,11 @@ def parse_time(value: object, field: str = "time") -> int:
 
 @lru_cache(maxsize=4_096)  # an import repeats times: valid_from is often recorded_at
 def _parse_text(value: str) -> int:
+    if _EXPORTED.fullmatch(value):  # an import's every line: read in C, ~2x faster
+        try:
+            return (datetime.fromisoformat(value) - _EPOCH) // _MICROSECOND
+        except ValueError:
+            pass  # not a calendar time: the general path below says why
     match = _RFC3339.fullmatch(value.strip())
     if match is None:
         raise ValueError(

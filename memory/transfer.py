@@ -4,27 +4,29 @@ memory server's `memory.jsonl`.
 The export is deterministic (only the scope's rows, in storage order, no export
 time), so export -> import -> export gives the same lines. An import is checked
 whole before anything is written, so a malformed line keeps nothing; it is then
-written in batches, each batch one transaction.
+written in batches, each batch one transaction, read back from a temporary file so
+that memory holds one batch at a time.
 """
 
 from __future__ import annotations
 
 import json
+import marshal
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, BinaryIO
 
 from pydantic import BaseModel, ValidationError
 
 from .errors import InvalidInputError
-from .models import RelateArgs, RememberArgs, RememberResult
+from .models import RelateArgs, RememberArgs
 from .names import match_key, relation_type
 from .queries import GLOBAL, ScopeKey, ensure_owner
 from .store import Tx
 from .timestamps import format_time, parse_time
-from .validation import FACTS_PER_CALL, parse_arguments
+from .validation import FACT_MAX, FACTS_PER_CALL, LABEL_MAX, NAME_MAX, parse_arguments, plain_text
 from .writes import relate, remember
 
-__all__ = ["ImportResult", "export_records", "parse_import", "write_batch"]
+__all__ = ["ImportPlan", "ImportResult", "check_import", "export_records", "write_batch"]
 
 KINDS = ("entity", "observation", "relation", "turn")
 COUNTED = ("entities", "observations", "relations", "turns", "skipped")
@@ -127,21 +129,89 @@ def export_records(tx: Tx, project: str | None) -> list[dict[str, Any]]:
 
 
 # ---------------------------------------------------------------- import
+#
+# An import runs in two passes. The first checks every line and turns it into steps:
+# tuples of plain values (line number, kind, values), spooled to a temporary file one
+# batch at a time, so memory holds one batch whatever the size of the input, and a
+# malformed line is found before anything is written. The second reads the batches
+# back and writes each in one transaction (`write_batch`).
+
+Step = tuple[Any, ...]  # (line number, kind, *values); the kind names its writer
+# Steps a transaction: fewer commits write each hot page (index edges, full-text
+# segments) to the WAL fewer times; 5,000 rows hold the write lock ~0.2 s here.
+BATCH_SIZE = 5_000
 
 
-class Batch:
-    """What the steps of one import transaction share: the transaction, the scope, the
-    entity ids looked up so far, and the latest time the batch wrote (which later
-    writes must not precede)."""
+class ImportPlan:
+    """The checked steps of an import, in batches of `batch_size`, kept in `spool` (a
+    temporary file) rather than in memory: a million facts are ~1.5 GB as Python objects."""
 
-    def __init__(self, tx: Tx, scope: ScopeKey) -> None:
-        self.tx = tx
-        self.scope = scope
-        self.entity_ids: dict[str, int] = {}
-        self.latest = 0
+    def __init__(self, spool: BinaryIO, batch_size: int) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        self.batch_size = batch_size
+        self.lines = 0  # lines that gave steps (all but blank ones)
+        self._pending: list[Step] = []
+        self._batches = 0
+        self._file = spool
+
+    def add(self, step: Step) -> None:
+        self._pending.append(step)
+        if len(self._pending) == self.batch_size:
+            self._spool()
+
+    def _spool(self) -> None:
+        data = marshal.dumps(self._pending)  # plain values only: the fastest format
+        self._file.write(len(data).to_bytes(8, "little") + data)
+        self._batches += 1
+        self._pending = []
+
+    def batches(self) -> Iterator[list[Step]]:
+        """The steps, batch by batch, in line order."""
+        if self._pending:
+            self._spool()
+        self._file.seek(0)
+        for _ in range(self._batches):
+            size = int.from_bytes(self._file.read(8), "little")
+            yield marshal.loads(self._file.read(size))
 
 
-Step = Callable[[Batch], dict[str, int]]  # writes one record; returns counts
+def check_import(lines: Iterable[str], spool: BinaryIO, batch_size: int = BATCH_SIZE) -> ImportPlan:
+    """Check every line and plan the steps that write them, numbered by line, in `spool`
+    (an empty binary file).
+
+    Raises:
+        InvalidInputError: naming the first bad line and what is wrong with it.
+    """
+    plan = ImportPlan(spool, batch_size)
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            steps = _record_steps(json.loads(line))
+        except (ValueError, InvalidInputError, ValidationError) as exc:  # JSONDecodeError too
+            raise InvalidInputError(f"line {number}: {exc}") from None
+        for step in steps:
+            plan.add((number, *step))
+        plan.lines += 1
+    return plan
+
+
+def _record_steps(record: Any) -> list[tuple[Any, ...]]:
+    """The steps (less their line number) of one decoded line, checked."""
+    if not isinstance(record, dict) or record.get("type") not in KINDS:
+        raise ValueError(
+            'not a record: expected an object whose "type" is one of ' + ", ".join(KINDS)
+        )
+    if record["type"] == "entity" and not {"entityType", "entity_type"} & set(record):
+        raise ValueError(
+            "an entity needs 'entityType' (reference memory.jsonl) "
+            "or 'entity_type' (chronomem export)"
+        )
+    markers = ("entityType", "observations", "relationType", "from")
+    if any(marker in record for marker in markers):
+        return _reference_record(record)
+    return [_own_record(record)]
 
 
 def _field(record: dict[str, Any], name: str, kinds: type | tuple[type, ...] = str) -> Any:
@@ -157,146 +227,138 @@ def _optional_time(record: dict[str, Any], name: str) -> int | None:
     return None if value is None else parse_time(value, name)
 
 
-def _own_record(record: dict[str, Any]) -> Step:
-    """One line of chronomem's own export format, checked; the step writes it as is."""
+def _own_record(record: dict[str, Any]) -> tuple[Any, ...]:
+    """One line of chronomem's own export format, checked; its step writes it as is."""
     kind = record["type"]
     project = record.get("project")
     if project is not None and (not isinstance(project, str) or not project.strip()):
         raise ValueError("field 'project' must be null or a non-blank string")
     if kind == "entity":
-        name, entity_type = _field(record, "name"), _field(record, "entity_type")
-        recorded_at = parse_time(_field(record, "recorded_at"), "recorded_at")
-        parse_arguments(RememberArgs, entity=name, facts=["x"], entity_type=entity_type)
-
-        def step(batch: Batch) -> dict[str, int]:
-            created = _insert_entity(batch, name, entity_type, project, recorded_at)[1]
-            return {"entities" if created else "skipped": 1}
-
-        return step
-    times = {}
-    if kind in ("observation", "relation"):
-        for name in ("valid_from", "recorded_at"):
-            times[name] = parse_time(_field(record, name), name)
-        for name in ("valid_to", "invalidated_at"):
-            times[name] = _optional_time(record, name)
-        if (times["valid_to"] is None) != (times["invalidated_at"] is None):
-            raise ValueError("valid_to and invalidated_at must both be set or both be null")
-        if times["valid_to"] is not None and times["valid_to"] < times["valid_from"]:
-            raise ValueError("valid_to is before valid_from")
+        return ("entity", *_entity_values(record), project)
+    if kind == "turn":
+        return ("turn", *_turn_values(record), project)
+    times = _history_times(record)
     identifier = _field(record, "id")
     if kind == "observation":
-        entity, text = _field(record, "entity"), _field(record, "text")
-        attribute = record.get("attribute")
-        parse_arguments(RememberArgs, entity=entity, facts=[text], attribute=attribute)
-        values = {"entity": entity, "text": text, "attribute": attribute,
-                  "reason": record.get("reason"), **times}  # fmt: skip
-        return lambda batch: _insert_row(batch, "observation", identifier, project, values)
-    if kind == "relation":
-        source, relation, target = (_field(record, n) for n in ("source", "relation", "target"))
-        parse_arguments(RelateArgs, source=source, relation=relation, target=target)
-        values = {"source": source, "relation": relation, "target": target,
-                  "reason": record.get("reason"), **times}  # fmt: skip
-        return lambda batch: _insert_row(batch, "relation", identifier, project, values)
+        return ("observation", identifier, *_observation_values(record), *times, project)
+    return ("relation", identifier, *_relation_values(record), *times, project)
+
+
+def _entity_values(record: dict[str, Any]) -> tuple[str, str, int]:
+    name, entity_type = _field(record, "name"), _field(record, "entity_type")
+    recorded_at = parse_time(_field(record, "recorded_at"), "recorded_at")
+    if not (plain_text(name, NAME_MAX) and plain_text(entity_type, LABEL_MAX)):
+        parse_arguments(RememberArgs, entity=name, facts=["x"], entity_type=entity_type)
+    return name, entity_type, recorded_at
+
+
+def _turn_values(record: dict[str, Any]) -> tuple[Any, ...]:
+    identifier = _field(record, "id")
     session_id, role, text = (_field(record, n) for n in ("session_id", "role", "text"))
-    values = {"session_id": session_id, "role": role, "text": text,
-              "at": parse_time(_field(record, "at"), "at"),
-              "recorded_at": parse_time(_field(record, "recorded_at"), "recorded_at")}  # fmt: skip
-    return lambda batch: _insert_row(batch, "turn", identifier, project, values)
+    at = parse_time(_field(record, "at"), "at")
+    recorded_at = parse_time(_field(record, "recorded_at"), "recorded_at")
+    return identifier, session_id, role, text, at, recorded_at
 
 
-def _reference_record(record: dict[str, Any]) -> list[Step]:
-    """One line of the reference memory server's `memory.jsonl`, as engine calls."""
+def _history_times(record: dict[str, Any]) -> tuple[int, int | None, int, int | None]:
+    """valid_from, valid_to, recorded_at, invalidated_at of a fact or relation, checked."""
+    valid_from = parse_time(_field(record, "valid_from"), "valid_from")
+    recorded_at = parse_time(_field(record, "recorded_at"), "recorded_at")
+    valid_to = _optional_time(record, "valid_to")
+    invalidated_at = _optional_time(record, "invalidated_at")
+    if (valid_to is None) != (invalidated_at is None):
+        raise ValueError("valid_to and invalidated_at must both be set or both be null")
+    if valid_to is not None and valid_to < valid_from:
+        raise ValueError("valid_to is before valid_from")
+    return valid_from, valid_to, recorded_at, invalidated_at
+
+
+def _observation_values(record: dict[str, Any]) -> tuple[Any, ...]:
+    entity, text = _field(record, "entity"), _field(record, "text")
+    attribute = record.get("attribute")
+    plain = plain_text(entity, NAME_MAX) and plain_text(text, FACT_MAX)
+    if not (plain and (attribute is None or plain_text(attribute, LABEL_MAX))):
+        parse_arguments(RememberArgs, entity=entity, facts=[text], attribute=attribute)
+    return entity, text, attribute, record.get("reason")
+
+
+def _relation_values(record: dict[str, Any]) -> tuple[Any, ...]:
+    source, relation, target = (_field(record, n) for n in ("source", "relation", "target"))
+    if not (
+        plain_text(source, NAME_MAX)
+        and plain_text(relation, LABEL_MAX)
+        and plain_text(target, NAME_MAX)
+    ):
+        parse_arguments(RelateArgs, source=source, relation=relation, target=target)
+    # Normalised here, so a type with no letters stops the import before any write.
+    return source, relation_type(relation), target, record.get("reason")
+
+
+def _reference_record(record: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """One line of the reference memory server's `memory.jsonl`, as engine calls: an
+    entity in calls of at most FACTS_PER_CALL facts, or a relation."""
     if record["type"] == "entity":
         name, entity_type = _field(record, "name"), _field(record, "entityType")
         observations = _field(record, "observations", list)
-        batches = [
-            observations[i : i + FACTS_PER_CALL]
-            for i in range(0, len(observations), FACTS_PER_CALL)
-        ] or [[]]
-        steps: list[Step] = []
-        for batch in batches:
-            if not batch:  # an entity with no observations: create it alone
-                parse_arguments(RememberArgs, entity=name, facts=["x"], entity_type=entity_type)
-                steps.append(lambda batch, n=name, t=entity_type: _reference_entity(batch, n, t))
-                continue
-            args = parse_arguments(RememberArgs, entity=name, facts=batch, entity_type=entity_type)
-            steps.append(lambda batch, a=args: _remembered(remember(batch.tx, batch.scope, a)))
+        if not observations:  # an entity with no observations: create it alone
+            parse_arguments(RememberArgs, entity=name, facts=["x"], entity_type=entity_type)
+            return [("reference_entity", name, entity_type)]
+        steps: list[tuple[Any, ...]] = []
+        for i in range(0, len(observations), FACTS_PER_CALL):
+            facts = observations[i : i + FACTS_PER_CALL]
+            parse_arguments(RememberArgs, entity=name, facts=facts, entity_type=entity_type)
+            steps.append(("remember", name, facts, entity_type))
         return steps
-    args = parse_arguments(
-        RelateArgs,
-        source=_field(record, "from"),
-        relation=_field(record, "relationType"),
-        target=_field(record, "to"),
-    )
-    return [
-        lambda batch: {
-            "relations" if not relate(batch.tx, batch.scope, args).existing else "skipped": 1
-        }
-    ]
+    source, relation, target = (_field(record, n) for n in ("from", "relationType", "to"))
+    args = parse_arguments(RelateArgs, source=source, relation=relation, target=target)
+    relation_type(args.relation)  # what `relate` would refuse, refused before any write
+    return [("relate", source, relation, target)]
 
 
-def _remembered(result: RememberResult) -> dict[str, int]:
-    counts = {"observations": len(result.added), "skipped": len(result.duplicates)}
-    if result.entity.created:
-        counts["entities"] = 1
-    return counts
+class Batch:
+    """What the steps of one import transaction share: the transaction, the scope, the
+    entity ids looked up so far, the latest time the batch wrote (which later writes
+    must not precede), and the counts by kind."""
+
+    def __init__(self, tx: Tx, scope: ScopeKey) -> None:
+        self.tx = tx
+        self.scope = scope
+        self.entity_ids: dict[str, int] = {}  # by match key
+        self.named: dict[str, int] = {}  # by name as written: no key to compute
+        self.latest = 0
+        self.counts: dict[str, int] = {}
+
+    def count(self, kind: str, count: int = 1) -> None:
+        self.counts[kind] = self.counts.get(kind, 0) + count
+
+    def entity_id(self, name: str, project: str | None, at: int) -> int:
+        """The id of the entity a fact or relation names, created as `general` if new."""
+        known = self.named.get(name)
+        if known is None:
+            known = self.named[name] = _insert_entity(self, name, "general", project, at)[0]
+        return known
 
 
-def parse_import(lines: Iterable[str]) -> list[tuple[int, Step]]:
-    """Check every line and return the steps that write them, numbered by line.
-
-    Raises:
-        InvalidInputError: naming the first bad line and what is wrong with it.
-    """
-    steps: list[tuple[int, Step]] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            if not isinstance(record, dict) or record.get("type") not in KINDS:
-                raise ValueError(
-                    'not a record: expected an object whose "type" is one of ' + ", ".join(KINDS)
-                )
-            if record["type"] == "entity" and not {"entityType", "entity_type"} & set(record):
-                raise ValueError(
-                    "an entity needs 'entityType' (reference memory.jsonl) "
-                    "or 'entity_type' (chronomem export)"
-                )
-            markers = ("entityType", "observations", "relationType", "from")
-            reference = any(marker in record for marker in markers)
-            if reference:
-                steps += [(number, step) for step in _reference_record(record)]
-            elif record["type"] in KINDS:
-                steps.append((number, _own_record(record)))
-        except (ValueError, InvalidInputError, ValidationError) as exc:  # JSONDecodeError too
-            raise InvalidInputError(f"line {number}: {exc}") from None
-    return steps
-
-
-def write_batch(tx: Tx, scope: ScopeKey, steps: Iterable[tuple[int, Step]]) -> dict[str, int]:
+def write_batch(tx: Tx, scope: ScopeKey, steps: Iterable[Step]) -> dict[str, int]:
     """Run a batch of import steps in `tx`; counts by kind."""
-    counts: dict[str, int] = {}
     ensure_owner(tx, scope)
     batch = Batch(tx, scope)
-    for number, step in steps:
+    for number, kind, *values in steps:
         try:
-            done = step(batch)
+            WRITERS[kind](batch, *values)
         except InvalidInputError as exc:
             raise InvalidInputError(f"line {number}: {exc}") from None
-        for kind, count in done.items():
-            counts[kind] = counts.get(kind, 0) + count
     if batch.latest > tx.now:  # later writes must come after imported history
         tx.run(ADVANCE_CLOCK_TO, {"latest": batch.latest})
-    return counts
+    return batch.counts
 
 
 ADVANCE_CLOCK_TO = "UPDATE tx_clock SET last = max(last, :latest) WHERE id = 1"
 
 FIND_ENTITY = "SELECT id FROM entity WHERE owner_id = :owner AND name_key = :key"
 INSERT_ENTITY = """
-    INSERT INTO entity (owner_id, project, name, name_key, entity_type, recorded_at)
-    VALUES (:owner, :project, :name, :key, :entity_type, :recorded_at)
+    INSERT INTO entity (owner_id, project, name, name_key, entity_type, recorded_at, changed_at)
+    VALUES (:owner, :project, :name, :key, :entity_type, :recorded_at, :recorded_at)
 """
 
 
@@ -325,80 +387,125 @@ def _insert_entity(
     return entity_id, created
 
 
-def _reference_entity(batch: Batch, name: str, entity_type: str) -> dict[str, int]:
-    project = batch.scope.project or None
-    created = _insert_entity(batch, name, entity_type, project, batch.tx.now)[1]
-    return {"entities" if created else "skipped": 1}
-
-
-def _entity_id(batch: Batch, name: str, project: str | None, at: int) -> int:
-    return _insert_entity(batch, name, "general", project, at)[0]
+def _write_entity(
+    batch: Batch, name: str, entity_type: str, recorded_at: int, project: str | None
+) -> None:
+    created = _insert_entity(batch, name, entity_type, project, recorded_at)[1]
+    batch.count("entities" if created else "skipped")
 
 
 # A row whose id is already stored is left alone (ON CONFLICT): importing the same
-# file twice changes nothing.
+# file twice changes nothing. Parameters by position: a million rows bind faster so.
 INSERT_OBSERVATION = """
     INSERT INTO observation (id, owner_id, project, entity_id, text, text_key, attribute,
                              attribute_key, valid_from, valid_to, recorded_at, invalidated_at,
                              reason)
-    VALUES (:id, :owner, :project, :entity_id, :text, :text_key, :attribute, :attribute_key,
-            :valid_from, :valid_to, :recorded_at, :invalidated_at, :reason)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (id) DO NOTHING
 """
+
+
+def _write_observation(
+    batch: Batch, identifier: str, entity: str, text: str, attribute: str | None,
+    reason: Any, valid_from: int, valid_to: int | None, recorded_at: int,
+    invalidated_at: int | None, project: str | None,
+) -> None:  # fmt: skip
+    tx = batch.tx
+    entity_id = batch.entity_id(entity, project, recorded_at)
+    row = (identifier, tx.owner, project or GLOBAL, entity_id, text, match_key(text),
+           " ".join(attribute.split()) if attribute else None,
+           match_key(attribute) if attribute else None,
+           valid_from, valid_to, recorded_at, invalidated_at, reason)  # fmt: skip
+    latest = max(recorded_at, invalidated_at or 0)
+    _insert_row(batch, "observation", INSERT_OBSERVATION, row, latest)
+
+
 INSERT_RELATION = """
     INSERT INTO relation (id, owner_id, project, source_id, relation, target_id, valid_from,
                           valid_to, recorded_at, invalidated_at, reason)
-    VALUES (:id, :owner, :project, :source_id, :relation, :target_id, :valid_from, :valid_to,
-            :recorded_at, :invalidated_at, :reason)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (id) DO NOTHING
 """
+
+
+def _write_relation(
+    batch: Batch, identifier: str, source: str, relation: str, target: str, reason: Any,
+    valid_from: int, valid_to: int | None, recorded_at: int, invalidated_at: int | None,
+    project: str | None,
+) -> None:  # fmt: skip
+    tx = batch.tx
+    source_id = batch.entity_id(source, project, recorded_at)
+    target_id = batch.entity_id(target, project, recorded_at)
+    row = (identifier, tx.owner, project or GLOBAL, source_id, relation, target_id,
+           valid_from, valid_to, recorded_at, invalidated_at, reason)  # fmt: skip
+    latest = max(recorded_at, invalidated_at or 0)
+    _insert_row(batch, "relation", INSERT_RELATION, row, latest)
+
+
 INSERT_TURN = """
     INSERT INTO turn (id, owner_id, project, session_id, role, text, at, recorded_at)
-    VALUES (:id, :owner, :project, :session_id, :role, :text, :at, :recorded_at)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (id) DO NOTHING
 """
+
+
+def _write_turn(
+    batch: Batch, identifier: str, session_id: str, role: str, text: str, at: int,
+    recorded_at: int, project: str | None,
+) -> None:  # fmt: skip
+    row = (identifier, batch.tx.owner, project or GLOBAL, session_id, role, text, at, recorded_at)
+    _insert_row(batch, "turn", INSERT_TURN, row, recorded_at)
+
+
 ID_OWNER = {
-    "observation": "SELECT owner_id FROM observation WHERE id = :id",
-    "relation": "SELECT owner_id FROM relation WHERE id = :id",
-    "turn": "SELECT owner_id FROM turn WHERE id = :id",
+    "observation": "SELECT owner_id FROM observation WHERE id = ?",
+    "relation": "SELECT owner_id FROM relation WHERE id = ?",
+    "turn": "SELECT owner_id FROM turn WHERE id = ?",
 }
-HISTORY_TIMES = ("valid_from", "valid_to", "recorded_at", "invalidated_at", "reason")
 
 
-def _insert_row(
-    batch: Batch, kind: str, identifier: str, project: str | None, values: dict
-) -> dict[str, int]:
+def _insert_row(batch: Batch, kind: str, sql: str, row: tuple[Any, ...], latest: int) -> None:
+    """Insert `row` (its id first) unless its id is stored: then it is skipped, or
+    refused when another memory holds that id."""
     tx = batch.tx
-    row = {"id": identifier, "owner": tx.owner, "project": project or GLOBAL}
-    if kind == "observation":
-        attribute = values["attribute"]
-        sql = INSERT_OBSERVATION
-        row.update({
-            "entity_id": _entity_id(batch, values["entity"], project, values["recorded_at"]),
-            "text": values["text"], "text_key": match_key(values["text"]),
-            "attribute": " ".join(attribute.split()) if attribute else None,
-            "attribute_key": match_key(attribute) if attribute else None,
-            **{k: values[k] for k in HISTORY_TIMES},
-        })  # fmt: skip
-    elif kind == "relation":
-        sql = INSERT_RELATION
-        row.update({
-            "source_id": _entity_id(batch, values["source"], project, values["recorded_at"]),
-            "relation": relation_type(values["relation"]),
-            "target_id": _entity_id(batch, values["target"], project, values["recorded_at"]),
-            **{k: values[k] for k in HISTORY_TIMES},
-        })  # fmt: skip
-    else:
-        sql = INSERT_TURN
-        row.update(values)
     if not tx.add(kind, sql, row):
-        holder = tx.one(ID_OWNER[kind], {"id": identifier})
+        holder = tx.one(ID_OWNER[kind], (row[0],))
         if holder is not None and holder[0] != tx.owner:
-            raise InvalidInputError(f"id {identifier!r} belongs to another memory; not imported")
-        return {"skipped": 1}
-    latest = max(values["recorded_at"], values.get("invalidated_at") or 0)
+            raise InvalidInputError(f"id {row[0]!r} belongs to another memory; not imported")
+        batch.count("skipped")
+        return
     batch.latest = max(batch.latest, latest)
-    return {kind + "s": 1}
+    batch.count(kind + "s")
+
+
+def _write_reference_entity(batch: Batch, name: str, entity_type: str) -> None:
+    project = batch.scope.project or None
+    _write_entity(batch, name, entity_type, batch.tx.now, project)
+
+
+def _remember(batch: Batch, name: str, facts: list[str], entity_type: str) -> None:
+    args = parse_arguments(RememberArgs, entity=name, facts=facts, entity_type=entity_type)
+    result = remember(batch.tx, batch.scope, args)
+    batch.count("observations", len(result.added))
+    batch.count("skipped", len(result.duplicates))
+    if result.entity.created:
+        batch.count("entities")
+
+
+def _relate(batch: Batch, source: str, relation: str, target: str) -> None:
+    args = parse_arguments(RelateArgs, source=source, relation=relation, target=target)
+    batch.count("skipped" if relate(batch.tx, batch.scope, args).existing else "relations")
+
+
+WRITERS: dict[str, Callable[..., None]] = {
+    "entity": _write_entity,
+    "observation": _write_observation,
+    "relation": _write_relation,
+    "turn": _write_turn,
+    "reference_entity": _write_reference_entity,
+    "remember": _remember,
+    "relate": _relate,
+}
 
 
 def export_lines(records: Iterable[dict[str, Any]]) -> Iterator[str]:

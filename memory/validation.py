@@ -28,6 +28,7 @@ __all__ = [
     "Timestamp",
     "TurnText",
     "parse_arguments",
+    "plain_text",
 ]
 
 NAME_MAX = 200
@@ -64,6 +65,29 @@ def _not_blank(value: str) -> str:
 def _optional_text(value: str) -> str | None:
     value = _clean_text(value).strip()
     return value or None
+
+
+def plain_text(value: object, max_length: int) -> bool:
+    """Whether the text types below (`Name`, `Label`, `FactText`: at most `max_length`
+    characters, not blank, no NUL, valid UTF-8) accept `value`. The bulk import checks
+    a million values this way in a fraction of pydantic's time and asks pydantic only
+    about the rest, for its message; so this may say no where pydantic says yes (that
+    costs time only), never the reverse."""
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= max_length
+        and not value.isspace()  # what strips to nothing
+        and "\x00" not in value
+        and (value.isascii() or _encodes(value))
+    )
+
+
+def _encodes(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _timestamp(value: Any, info: Any) -> int:

@@ -48,8 +48,8 @@ def new_id(prefix: str) -> str:
 
 SELECT_ENTITY = "SELECT * FROM entity WHERE owner_id = :owner AND name_key = :key"
 INSERT_ENTITY = """
-    INSERT INTO entity (owner_id, project, name, name_key, entity_type, recorded_at)
-    VALUES (:owner, :project, :name, :key, :entity_type, :now)
+    INSERT INTO entity (owner_id, project, name, name_key, entity_type, recorded_at, changed_at)
+    VALUES (:owner, :project, :name, :key, :entity_type, :now, :now)
 """
 UPDATE_ENTITY_TYPE = "UPDATE entity SET entity_type = :entity_type WHERE id = :id"
 

@@ -19,7 +19,7 @@ from memory.profile import (
 )
 from memory.queries import SELECT_VISIBLE_ENTITIES, _observations_sql, _relations_sql
 from memory.reads import COUNT_VISIBLE, SELECT_PAGE
-from memory.schema import APPLICATION_ID, INDEX_NEW, LATEST_VERSION, MIGRATIONS
+from memory.schema import APPLICATION_ID, CHANGED_NEW, INDEX_NEW, LATEST_VERSION, MIGRATIONS
 from memory.search import (
     FTS_TABLES,
     RECALL_CANDIDATES_SQL,
@@ -166,6 +166,7 @@ HOT_STATEMENTS = {
     },
     **{f"count rows of {table}": count_rows_sql(table, 2) for table in FTS_TABLES},
     **{f"index new {kind}": sql for kind, sql in INDEX_NEW.items()},
+    **{f"entities changed by new {kind}": sql for kind, sql in CHANGED_NEW.items()},
     "recent entities": RECENT_ENTITIES,
     "card facts": CARD_FACTS,
     "card relations": CARD_RELATIONS,
@@ -209,6 +210,7 @@ async def test_hot_statements_use_indexes(db_path: Path, name: str) -> None:
         if d.startswith("SCAN")
         and not any(ok in d for ok in ("json_each", "VIRTUAL TABLE", "(subquery", "CONSTANT ROW"))
         and d != "SCAN ranked"  # the bounded window of FTS matches
+        and d != "SCAN new"  # a transaction's new rows, grouped by entity
     ]
     assert scans == [], details
     if name == "graph page":  # pages in id order from an index, never by sorting them all
@@ -257,3 +259,47 @@ async def test_migrating_a_version_1_file_indexes_its_rows(db_path: Path) -> Non
         assert (await scope.profile_card()).entities == ["Rex"]
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("SELECT changed_at FROM entity").fetchone()[0] == 2000
+
+
+# What changed_at means (migration 2 computed it so for existing rows): the latest of
+# the entity's creation and of each of its facts' and relations' recording or closing.
+CHANGED_AT_BY_DEFINITION = """
+    SELECT id, changed_at, max(
+        recorded_at,
+        coalesce((SELECT max(coalesce(invalidated_at, recorded_at)) FROM observation
+                  WHERE entity_id = entity.id), 0),
+        coalesce((SELECT max(coalesce(invalidated_at, recorded_at)) FROM relation
+                  WHERE source_id = entity.id OR target_id = entity.id), 0)
+    ) FROM entity ORDER BY id
+"""
+
+
+async def test_changed_at_follows_every_write_without_insert_triggers(db_path: Path) -> None:
+    clock = FakeClock(step=1_000)
+    export = [
+        '{"type":"entity","name":"Old","entity_type":"t","project":null,'
+        '"recorded_at":"2020-01-01T00:00:00Z"}',
+        '{"type":"observation","id":"o1","entity":"Old","text":"a","attribute":null,'
+        '"project":null,"valid_from":"2020-01-02T00:00:00Z","recorded_at":"2020-01-02T00:00:00Z",'
+        '"valid_to":"2020-01-03T00:00:00Z","invalidated_at":"2020-01-04T00:00:00Z"}',
+        '{"type":"relation","id":"r1","source":"New","relation":"knows","target":"Old",'
+        '"project":null,"valid_from":"2020-01-05T00:00:00Z","recorded_at":"2020-01-05T00:00:00Z",'
+        '"valid_to":null,"invalidated_at":null}',
+    ]
+    async with GraphMemory.open(db_path, clock=clock) as mem:
+        scope = mem.scope(app="a", user="u")
+        await scope.import_lines(export, batch_size=2)
+        await scope.remember(entity="Alice", facts=["likes tea", "runs"], entity_type="person")
+        await scope.remember(entity="Alice", facts=["walks"], entity_type="athlete")
+        await scope.relate(source="Alice", relation="knows", target="Bob")
+        fact = (await scope.remember(entity="Bob", facts=["sings"])).added[0]
+        await scope.forget(ids=[fact.id])
+        await scope.relate(source="Bob", relation="knows", target="Old")
+    with sqlite3.connect(db_path) as conn:
+        triggers = {
+            n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type='trigger'")
+        }
+        rows = conn.execute(CHANGED_AT_BY_DEFINITION).fetchall()
+    assert not {"entity_changed_insert", "observation_changed", "relation_changed"} & triggers
+    assert len(rows) == 4
+    assert [(i, stored) for i, stored, _ in rows] == [(i, defined) for i, _, defined in rows]

@@ -3,6 +3,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from memory.timestamps import format_time, parse_time
 
@@ -71,3 +73,23 @@ def test_datetimes_are_accepted_and_naive_ones_are_utc() -> None:
 def test_only_ascii_digits_make_a_timestamp(text: str) -> None:
     with pytest.raises(ValueError, match="valid_from: .* is not a timestamp"):
         parse_time(text, "valid_from")
+
+
+@given(
+    date=st.tuples(st.integers(0, 9999), st.integers(0, 13), st.integers(0, 32)),
+    time=st.tuples(st.integers(0, 25), st.integers(0, 61), st.integers(0, 61)),
+    fraction=st.one_of(st.just(""), st.integers(0, 999_999).map(lambda f: f".{f:06d}")),
+)
+def test_exported_times_read_the_same_on_the_fast_path(
+    date: tuple[int, int, int], time: tuple[int, int, int], fraction: str
+) -> None:
+    """`2026-06-01T09:30:00.250000Z`, the form every exported line carries, is read by
+    a faster path; a leading space sends the same text down the general one."""
+    text = "{:04d}-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}".format(*date, *time) + fraction + "Z"
+    try:
+        general = parse_time(" " + text)
+    except ValueError:
+        with pytest.raises(ValueError, match="is not a valid calendar time"):
+            parse_time(text)
+    else:
+        assert parse_time(text) == general
