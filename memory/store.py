@@ -86,6 +86,7 @@ class Tx:
         self.owner = owner  # the (app, user) row, None until that user's first write
         self._caps = caps
         self._unindexed: dict[str, list[int]] = {}  # kind -> rowids added, not yet indexed
+        self._added: dict[str, int] = {}  # kind -> rows added in this transaction
 
     def all(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
         return self._conn.execute(sql, params).fetchall()
@@ -116,6 +117,7 @@ class Tx:
             return 0
         rowid = cursor.lastrowid or 0
         self._unindexed.setdefault(kind, []).append(rowid)
+        self._added[kind] = self._added.get(kind, 0) + 1
         return rowid
 
     def add_many(self, kind: str, sql: str, rows: Iterable[Params]) -> None:
@@ -129,9 +131,8 @@ class Tx:
         Raises:
             MemoryFullError: a cap would be passed; the caller rolls back.
         """
-        added = {kind: len(rowids) for kind, rowids in self._unindexed.items()}
-        facts = sum(added.get(kind, 0) for kind in FACT_KINDS)
-        turns = added.get("turn", 0)
+        facts = sum(self._added.get(kind, 0) for kind in FACT_KINDS)
+        turns = self._added.get("turn", 0)
         if (facts or turns) and self.owner is not None:
             stored_facts, stored_turns = self._conn.execute(
                 ADD_STORED, {"facts": facts, "turns": turns, "owner": self.owner}

@@ -73,3 +73,19 @@ async def test_an_import_that_fills_memory_midway_says_what_was_kept(db_path: Pa
         with pytest.raises(MemoryFullError, match=r"lines 3-4: .*lines before 3 were imported"):
             await scope.import_lines(lines, batch_size=2)
         assert (await scope.read_graph()).total_entities == 2
+
+
+async def test_facts_added_before_a_retype_in_one_transaction_are_counted(db_path: Path) -> None:
+    """Found in review: a type change writes the pending full-text entries mid-way; the
+    facts added before it must still count against the cap."""
+    lines = [
+        '{"type":"entity","name":"A","entityType":"person","observations":["x","y"]}',
+        '{"type":"entity","name":"A","entityType":"place","observations":["z"]}',
+    ]
+    async with GraphMemory.open(db_path, max_facts=2) as mem:
+        with pytest.raises(MemoryFullError, match="would add 3"):
+            await mem.scope(app="a", user="u").import_lines(lines)
+    async with GraphMemory.open(db_path) as mem:
+        await mem.scope(app="a", user="u").import_lines(lines)
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT facts FROM owner").fetchone() == (3,)
