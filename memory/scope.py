@@ -58,6 +58,14 @@ class _SessionArgs(BaseModel):
     session_id: SessionId
 
 
+# A large import leaves the full-text index of what it added in many segments (one
+# per transaction, merged only partly as they pile up), and a search looks every
+# word up in each. After an import of this many rows of a kind, its index is merged
+# into one segment: about 5 s for a million facts and a million turns, in short
+# transactions, for searches ~15% cheaper from then on.
+MERGE_AFTER_ROWS = 10_000
+
+
 class MemoryScope:
     """One user's memory in one app, seen from one project (or globally)."""
 
@@ -273,6 +281,9 @@ class MemoryScope:
             plan = transfer.check_import(lines, spool, batch_size)
             async with self._store.bulk():
                 await self._write_plan(plan, counts, progress)
+        for kind, counted in transfer.INDEXED_KINDS.items():
+            if counts.get(counted, 0) >= MERGE_AFTER_ROWS:
+                await self._store.merge_index(kind)
         return transfer.ImportResult(
             lines=plan.lines, **{k: counts.get(k, 0) for k in transfer.COUNTED}
         )

@@ -30,6 +30,12 @@ __all__ = ["ImportPlan", "ImportResult", "check_import", "export_records", "writ
 
 KINDS = ("entity", "observation", "relation", "turn")
 COUNTED = ("entities", "observations", "relations", "turns", "skipped")
+INDEXED_KINDS = {  # kind of row -> its count in an ImportResult
+    "entity": "entities",
+    "observation": "observations",
+    "relation": "relations",
+    "turn": "turns",
+}
 
 
 class ImportResult(BaseModel):

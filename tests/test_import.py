@@ -163,3 +163,33 @@ async def test_an_import_checkpoints_less_often_and_restores_the_setting(db_path
 
 def _checkpoint_pages(conn: sqlite3.Connection) -> int:
     return conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+
+
+def _segments(db_path: Path, table: str) -> int:
+    with sqlite3.connect(db_path) as conn:
+        return conn.execute(f"SELECT count(DISTINCT segid) FROM {table}_idx").fetchone()[0]
+
+
+async def test_a_large_import_merges_the_index_it_filled(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each transaction writes its full-text entries as a new index segment; after an
+    import of many rows their index is one segment, and search finds the same."""
+    monkeypatch.setattr("memory.scope.MERGE_AFTER_ROWS", 30)
+    lines = [_observation(i, entity=f"E{i}") for i in range(60)]
+    async with GraphMemory.open(db_path) as mem:
+        scope = mem.scope(app="a", user="u")
+        for i in range(12):  # segments of earlier writes, one transaction each
+            await scope.remember(entity=f"Early {i}", facts=[f"fact early {i}"])
+        assert _segments(db_path, "observation_fts") > 1
+        await scope.import_lines(lines, batch_size=5)
+        assert _segments(db_path, "observation_fts") == 1
+        found = await scope.search_nodes(query="fact 42", limit=3)
+        assert found.hits[0].entity.name == "E42"
+        small = [_observation(i, entity="F") for i in range(100, 110)]  # under the threshold
+        await scope.import_lines(small, batch_size=5)
+        assert _segments(db_path, "observation_fts") > 1
+    with sqlite3.connect(db_path) as conn:
+        conn.execute(
+            "INSERT INTO observation_fts (observation_fts, rank) VALUES ('integrity-check', 1)"
+        )
