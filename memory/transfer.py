@@ -18,12 +18,23 @@ from typing import Any, BinaryIO
 from pydantic import BaseModel, ValidationError
 
 from .errors import InvalidInputError
-from .models import RelateArgs, RememberArgs
+from .models import ForgetArgs, RecordTurnsArgs, RelateArgs, RememberArgs
 from .names import match_key, relation_type
 from .queries import GLOBAL, ScopeKey, ensure_owner
 from .store import Tx
 from .timestamps import format_time, parse_time
-from .validation import FACT_MAX, FACTS_PER_CALL, LABEL_MAX, NAME_MAX, parse_arguments, plain_text
+from .validation import (
+    FACT_MAX,
+    FACTS_PER_CALL,
+    ID_MAX,
+    LABEL_MAX,
+    NAME_MAX,
+    REASON_MAX,
+    SESSION_ID_MAX,
+    TURN_TEXT_MAX,
+    parse_arguments,
+    plain_text,
+)
 from .writes import relate, remember
 
 __all__ = ["ImportPlan", "ImportResult", "check_import", "export_records", "write_batch"]
@@ -244,7 +255,7 @@ def _own_record(record: dict[str, Any]) -> tuple[Any, ...]:
     if kind == "turn":
         return ("turn", *_turn_values(record), project)
     times = _history_times(record)
-    identifier = _field(record, "id")
+    identifier = _identifier(record)
     if kind == "observation":
         return ("observation", identifier, *_observation_values(record), *times, project)
     return ("relation", identifier, *_relation_values(record), *times, project)
@@ -258,9 +269,30 @@ def _entity_values(record: dict[str, Any]) -> tuple[str, str, int]:
     return name, entity_type, recorded_at
 
 
-def _turn_values(record: dict[str, Any]) -> tuple[Any, ...]:
+def _identifier(record: dict[str, Any]) -> str:
     identifier = _field(record, "id")
+    if not plain_text(identifier, ID_MAX):
+        raise ValueError(
+            f"field 'id' must be a non-blank string of at most {ID_MAX} characters, without NUL"
+        )
+    return identifier
+
+
+def _reason(record: dict[str, Any]) -> Any:
+    """The reason a fact or relation was closed, checked as `forget` checks it."""
+    reason = record.get("reason")
+    if reason is not None and not plain_text(reason, REASON_MAX):
+        parse_arguments(ForgetArgs, ids=["x"], reason=reason)
+    return reason
+
+
+def _turn_values(record: dict[str, Any]) -> tuple[Any, ...]:
+    identifier = _identifier(record)
     session_id, role, text = (_field(record, n) for n in ("session_id", "role", "text"))
+    plain = plain_text(session_id, SESSION_ID_MAX) and plain_text(role, LABEL_MAX)
+    if not (plain and plain_text(text, TURN_TEXT_MAX)):
+        turn = {"role": role, "text": text}
+        parse_arguments(RecordTurnsArgs, session_id=session_id, turns=[turn])
     at = parse_time(_field(record, "at"), "at")
     recorded_at = parse_time(_field(record, "recorded_at"), "recorded_at")
     return identifier, session_id, role, text, at, recorded_at
@@ -285,7 +317,7 @@ def _observation_values(record: dict[str, Any]) -> tuple[Any, ...]:
     plain = plain_text(entity, NAME_MAX) and plain_text(text, FACT_MAX)
     if not (plain and (attribute is None or plain_text(attribute, LABEL_MAX))):
         parse_arguments(RememberArgs, entity=entity, facts=[text], attribute=attribute)
-    return entity, text, attribute, record.get("reason")
+    return entity, text, attribute, _reason(record)
 
 
 def _relation_values(record: dict[str, Any]) -> tuple[Any, ...]:
@@ -297,7 +329,7 @@ def _relation_values(record: dict[str, Any]) -> tuple[Any, ...]:
     ):
         parse_arguments(RelateArgs, source=source, relation=relation, target=target)
     # Normalised here, so a type with no letters stops the import before any write.
-    return source, relation_type(relation), target, record.get("reason")
+    return source, relation_type(relation), target, _reason(record)
 
 
 def _reference_record(record: dict[str, Any]) -> list[tuple[Any, ...]]:

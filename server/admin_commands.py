@@ -129,16 +129,17 @@ def import_(file, as_json, **scope):  # type: ignore[no-untyped-def]
     Every line is checked first: a malformed line names its number and nothing is kept.
     Example: chronomem import memory.jsonl
     """
-    lines = file.read_text(encoding="utf-8").splitlines()
     show = sys.stderr.isatty() and not as_json
     progress = Progress(console=Console(stderr=True), transient=True) if show else None
 
     async def load(s: MemoryScope) -> Any:
-        if progress is None:
-            return await s.import_lines(lines)
-        with progress:
-            task = progress.add_task("importing", total=len(lines))
-            return await s.import_lines(lines, progress=lambda n: progress.advance(task, n))
+        # The file is streamed (the import holds one batch at a time, not the file).
+        with file.open(encoding="utf-8") as lines:
+            if progress is None:
+                return await s.import_lines(lines)
+            with file.open(encoding="utf-8") as counted, progress:
+                task = progress.add_task("importing", total=sum(1 for _ in counted))
+                return await s.import_lines(lines, progress=lambda n: progress.advance(task, n))
 
     result = run(scope, load)
     emit(result, as_json, lambda r: (

@@ -92,7 +92,7 @@ async def test_batch_size_must_be_positive(db_path: Path) -> None:
 
 def test_the_plan_spools_batches_and_reads_them_back_unchanged() -> None:
     spool = io.BytesIO()
-    reason = {"odd": [1, 2.5, True, None, 10**30]}  # what a line may carry, kept as is
+    reason = "moved to Lyon ✓ ünïcode"  # kept as is
     line = json.loads(_observation(1))
     line["reason"] = reason
     lines = [_observation(i) for i in range(4)] + [json.dumps(line)]
@@ -193,3 +193,36 @@ async def test_a_large_import_merges_the_index_it_filled(
         conn.execute(
             "INSERT INTO observation_fts (observation_fts, rank) VALUES ('integrity-check', 1)"
         )
+
+
+def _turn(i: int, **fields: object) -> str:
+    record = {
+        "type": "turn", "id": f"t{i}", "session_id": "s", "role": "user", "text": f"turn {i}",
+        "at": T, "recorded_at": T, "project": None,
+    }  # fmt: skip
+    return json.dumps({**record, **fields})
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        (json.dumps({**json.loads(_observation(9)), "reason": {"x": 1}}), "reason"),
+        (json.dumps({**json.loads(_relation(9, "knows")), "reason": "r" * 501}), "reason"),
+        (json.dumps({**json.loads(_observation(9)), "id": "o" * 201}), "'id'"),
+        (_turn(9, role="r" * 65), "role"),
+        (_turn(9, text="nul \x00 inside"), "text"),
+        (_turn(9, session_id=" "), "session_id"),
+        (_turn(9, id=""), "'id'"),
+    ],
+)
+async def test_own_lines_are_checked_as_the_operations_check_them(
+    db_path: Path, bad: str, field: str
+) -> None:
+    """Found in review: reasons, turns and ids of the export format reached the
+    database unchecked (a dict as reason failed mid-import, after earlier batches)."""
+    lines = [_observation(i) for i in range(6)] + [bad]
+    async with GraphMemory.open(db_path) as mem:
+        with pytest.raises(InvalidInputError, match=rf"line 7: .*{field}"):
+            await mem.scope(app="a", user="u").import_lines(lines, batch_size=2)
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT count(*) FROM observation").fetchone() == (0,)
