@@ -115,7 +115,9 @@ def serve(
     With --compat it offers the reference MCP memory server's tools (create_entities,
     add_observations, ...) so its users can switch by changing one line of config.
     """
-    from .transports import serve as run  # the SDK loads only for the commands that serve
+    # The SDK loads only for the commands that serve.
+    from .transports import backend_options
+    from .transports import serve as run
 
     if compat:
         from .compat import build_compat_server as build_server
@@ -152,7 +154,7 @@ def serve(
             await run(build_server(settings, memory), settings, transport, host, port)
 
     try:
-        anyio.run(open_and_serve)
+        anyio.run(open_and_serve, backend_options=backend_options(transport))
     except DatabaseFileError as exc:
         click.echo(f"chronomem: {exc}", err=True)
         sys.exit(1)

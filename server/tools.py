@@ -304,6 +304,10 @@ def build_tools() -> list[Tool]:
         )
         tool.parameters = arguments.model_json_schema()
         tool.fn_metadata.output_schema = plain_schema(tool.fn_metadata.output_schema)
+        # `_run` dumps the engine's own result model as `structuredContent`, so it is
+        # valid by construction; without the model the SDK advertises the schema but
+        # does not validate each result again (0.17 ms for 10 search_nodes hits).
+        tool.fn_metadata.output_model = None
         tools.append(tool)
     return tools
 

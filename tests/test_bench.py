@@ -9,7 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
+from anyio.abc import SocketAttribute, SocketStream
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from bench.load import Connection
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "bench-data" / "longmemeval_s_dev.json.gz"
@@ -85,3 +90,53 @@ def test_load_refuses_too_many_clients() -> None:
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 2 and "--clients: must be between 1 and 64" in done.stderr
+
+
+# The load benchmark's hand-written HTTP/1.1 client against canned responses: each
+# body framing a server may use, and keep-alive across requests.
+CANNED = [
+    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 7\r\n"
+    b'mcp-session-id: abc\r\n\r\n{"a":1}',
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b'3\r\n{"b\r\n4;x=1\r\n":2}\r\n0\r\nTrailer: t\r\n\r\n',
+    b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\nuntil closed",
+]
+
+
+@pytest.mark.anyio
+async def test_load_connection_reads_every_framing_and_reuses_the_socket() -> None:
+    accepted: list[int] = []
+    requests: list[bytes] = []
+
+    async def serve(stream: SocketStream) -> None:
+        accepted.append(1)
+        reader = BufferedByteReceiveStream(stream)
+        async with stream:
+            for canned in CANNED[len(requests) :]:
+                head = await reader.receive_until(b"\r\n\r\n", 65536)
+                length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+                requests.append(head + b"\r\n\r\n" + await reader.receive_exactly(length))
+                await stream.send(canned)
+                if b"connection: close" in canned:
+                    return
+
+    async with await anyio.create_tcp_listener(local_host="127.0.0.1") as listener:
+        port = listener.extra(SocketAttribute.local_port)
+        async with anyio.create_task_group() as group:
+            group.start_soon(listener.serve, serve)
+            connection = Connection(f"http://127.0.0.1:{port}/mcp")
+            first = await connection.request("POST", {"X-Test": "1"}, b'{"q":1}')
+            second = await connection.request("POST", {}, b"{}")
+            third = await connection.request("POST", {}, b"")
+            fourth = await connection.request("DELETE", {})
+            group.cancel_scope.cancel()
+
+    assert (first.status, first.body, first.headers["mcp-session-id"]) == (200, b'{"a":1}', "abc")
+    assert (second.status, second.body) == (200, b'{"b":2}')
+    assert (third.status, third.body) == (202, b"")
+    assert (fourth.status, fourth.body) == (200, b"until closed")
+    assert len(accepted) == 1  # one keep-alive connection for all four
+    assert requests[0].startswith(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:")
+    assert b"X-Test: 1\r\n" in requests[0] and requests[0].endswith(b'\r\n\r\n{"q":1}')
+    assert requests[3].startswith(b"DELETE /mcp HTTP/1.1\r\n")

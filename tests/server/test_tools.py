@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 from mcp import Client
 
-from memory import models
-from server.tools import TOOLS
+from memory import GraphMemory, models
+from server import Settings, build_server
+from server.tools import TOOLS, build_tools
 
 pytestmark = pytest.mark.anyio
 
@@ -186,3 +188,29 @@ async def test_an_unexpected_failure_is_a_short_message_without_internals(
     text = await error(client, "recall", query="x")
     assert text == "Error executing tool recall"
     assert "on fire" in caplog.text  # logged on the server side, with its traceback
+
+
+async def test_structured_results_are_the_engine_results_dumped_and_not_validated_again(
+    tmp_path: Path,
+) -> None:
+    """`structuredContent` is the engine's result model dumped, so it is valid by
+    construction: the output schema is advertised, and the SDK does not validate each
+    result against it again (clients do)."""
+    for tool in build_tools():
+        assert tool.output_schema is not None and tool.fn_metadata.output_model is None
+    settings = Settings(db=str(tmp_path / "memory.db"), app="coach", user="alice")
+    async with (
+        GraphMemory.open(settings.db) as memory,
+        Client(build_server(settings, memory)) as client,
+    ):
+        scope = memory.scope(app="coach", user="alice")
+        await call(client, "remember", entity="Alice", facts=["likes tea", "lives in Oslo"])
+        await call(client, "relate", source="Alice", relation="knows", target="Bob")
+        for name, arguments in [
+            ("search_nodes", {"query": "tea", "limit": 5}),
+            ("open_nodes", {"names": ["Alice", "Bob"]}),
+            ("profile_card", {}),
+            ("history", {"entity": "Alice"}),
+        ]:
+            expected = (await getattr(scope, name)(**arguments)).model_dump(mode="json")
+            assert await call(client, name, **arguments) == expected

@@ -5,15 +5,24 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from importlib.util import find_spec
 from pathlib import Path
 
 import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.server import MCPServer
+from mcp.server._otel import OpenTelemetryMiddleware
+from opentelemetry import trace
+
+from server.app import build_server
+from server.settings import Settings
+from server.transports import backend_options, http_app, uvicorn_config
 
 from .conftest import CHRONOMEM, free_port, http_client, running_server, wait_for_port
 
 pytestmark = pytest.mark.anyio
+HOST = "127.0.0.1"
 
 
 def make_token(tokens: Path, *args: str) -> str:
@@ -193,3 +202,29 @@ async def test_http_refuses_a_request_body_over_the_limit(tmp_path: Path) -> Non
         async with http_client(url) as client:  # calls within the limit are served
             result = await client.call_tool("remember", {"entity": "Alice", "facts": ["ok"]})
             assert not result.is_error
+
+
+def test_network_transports_run_on_uvloop_and_httptools() -> None:
+    """SSE and HTTP serve on uvloop, parsing HTTP with httptools: both dependencies."""
+    assert find_spec("uvloop") is not None and find_spec("httptools") is not None
+    assert backend_options("http") == backend_options("sse") == {"use_uvloop": True}
+    assert backend_options("stdio") == {}  # a pipe: the default loop serves it
+    settings = Settings(":memory:")
+    config = uvicorn_config(http_app(build_server(settings), settings, "http", HOST), HOST, 8765)
+    assert (config.http, config.host, config.port, config.lifespan) == (
+        "httptools",
+        HOST,
+        8765,
+        "on",
+    )
+
+
+def test_tracing_middleware_only_when_a_tracer_provider_is_installed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def tracing(server: MCPServer) -> bool:
+        return any(isinstance(layer, OpenTelemetryMiddleware) for layer in server.middleware)
+
+    assert not tracing(build_server(Settings(":memory:")))  # its spans would go nowhere
+    monkeypatch.setattr(trace, "get_tracer_provider", trace.NoOpTracerProvider)
+    assert tracing(build_server(Settings(":memory:")))
