@@ -12,8 +12,6 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from importlib import metadata
 
 from mcp.server import MCPServer
-from mcp.server._otel import OpenTelemetryMiddleware
-from opentelemetry import trace
 
 from memory import GraphMemory
 
@@ -80,17 +78,6 @@ def build_server(settings: Settings, memory: GraphMemory | None = None) -> MCPSe
         tools=tools.build_tools(),
         middleware=[RequestScope()],
     )
-    if not tracing_configured():
-        server.middleware[:] = [
-            layer for layer in server.middleware if not isinstance(layer, OpenTelemetryMiddleware)
-        ]
     resources.register(server)
     prompts.register(server)
     return server
-
-
-def tracing_configured() -> bool:
-    """Whether an OpenTelemetry tracer provider is installed (by `opentelemetry-instrument`,
-    say). Without one the SDK's tracing middleware opens a no-op span per message, 2% of
-    the server's instructions per call under load, so the server drops it."""
-    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)

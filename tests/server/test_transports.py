@@ -11,9 +11,6 @@ from pathlib import Path
 import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
-from mcp.server import MCPServer
-from mcp.server._otel import OpenTelemetryMiddleware
-from opentelemetry import trace
 
 from server.app import build_server
 from server.settings import Settings
@@ -217,14 +214,3 @@ def test_network_transports_run_on_uvloop_and_httptools() -> None:
         8765,
         "on",
     )
-
-
-def test_tracing_middleware_only_when_a_tracer_provider_is_installed(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    def tracing(server: MCPServer) -> bool:
-        return any(isinstance(layer, OpenTelemetryMiddleware) for layer in server.middleware)
-
-    assert not tracing(build_server(Settings(":memory:")))  # its spans would go nowhere
-    monkeypatch.setattr(trace, "get_tracer_provider", trace.NoOpTracerProvider)
-    assert tracing(build_server(Settings(":memory:")))
