@@ -112,23 +112,26 @@ def plan_matches(tx: Tx, table: str, terms: list[str]) -> list[Match]:
 # scope and time filters. Joining every match costs a row lookup each, most of it
 # for rows that would not make the cut. The join is a LEFT JOIN with the filters in
 # its ON clause, so every row of the window comes back, with NULLs where the filters
-# drop it: that says both which rows pass and whether the index had more. When fewer
-# than half the window pass the filters (another user's, closed or filtered-out
-# rows), the window grows, and at last takes every match, so a filter never hides a
-# match that the full ranking would have found.
+# drop it: that says both which rows pass and whether the index had more. While
+# fewer than `:candidates` rows pass the filters (another user's, closed or
+# filtered-out rows), the window grows, and at last takes every match, so a filter
+# never hides a match that the full ranking would have found. (The newest-rows
+# window of a query of common words is a sample anyway: it grows only while fewer
+# than half its rows pass.)
 def _windows(first: int) -> tuple[int, ...]:
     return (first, first * 8, first * 64, -1)  # -1: no limit
 
 
 def _order(match: Match) -> str:
-    return "ORDER BY rowid DESC" if match.newest else "ORDER BY rank"
+    # Ties go to the newest row, as the entities' final order does.
+    return "ORDER BY rowid DESC" if match.newest else "ORDER BY rank, rowid DESC"
 
 
 def _ranked_rows(tx: Tx, table: str, terms: list[str], sql: str, params: dict) -> list:
     """Rows of `sql` (which ranks `table` by `:match`, ordered by `{order}` and cut to
     `:window`) for each planned query, once each, best first, at most `:candidates`.
     The first window is `:candidates` (the newest window for a query of common words
-    only); each grows while the filters drop more than half of it."""
+    only, which grows while the filters drop more than half of it)."""
     rows: dict[int, sqlite3.Row] = {}
     for match in plan_matches(tx, table, terms):
         statement = sql.format(order=_order(match))
@@ -136,7 +139,8 @@ def _ranked_rows(tx: Tx, table: str, terms: list[str], sql: str, params: dict) -
         for window in _windows(first):
             window_rows = tx.all(statement, {**params, "match": match.expression, "window": window})
             found = [row for row in window_rows if row["rowid"] is not None]
-            if len(found) * 2 >= window or window < 0 or len(window_rows) < window:
+            enough = len(found) * 2 >= window if match.newest else len(found) >= first
+            if enough or window < 0 or len(window_rows) < window:
                 break  # enough rows passed the filters, or the index has no more matches
         for row in found:
             rows.setdefault(row["rowid"], row)
@@ -159,20 +163,11 @@ NAME_WEIGHT = 2.0
 FACT_WEIGHTS = (1.0, 0.5, 0.25)  # an entity's best three matching facts
 RELATION_WEIGHT = 0.5
 
-# Ranked rows kept per table: enough for `limit` entities with their best facts (each
-# kept row costs a lookup in its table, the largest cost of a search in a big
-# memory). A type filter drops entities after ranking, so it keeps the most.
-CANDIDATES_PER_HIT = 20
-MIN_CANDIDATES = 200
-MAX_CANDIDATES = 500
-
-
-def search_candidates(limit: int | None, entity_type: str | None) -> int:
-    if limit is None or entity_type is not None:
-        return MAX_CANDIDATES
-    return min(MAX_CANDIDATES, max(MIN_CANDIDATES, CANDIDATES_PER_HIT * limit))
-
-
+# Ranked rows kept per table. An entity's score adds up its best facts, so one with
+# several middling facts can outrank the entities of the best few hundred rows: a
+# cut at 200 rows lost such an entity from a 10-hit search (found in review), so
+# every search keeps 500, and `limit` 50 with its best facts needs no more.
+CANDIDATES = 500
 SEARCH_NAMES = f"""
     {_ranked("entity_fts", "bm25(entity_fts, 4.0, 1.0)")}
     SELECT e.id AS rowid, e.id AS entity_id, ranked.rank
@@ -221,8 +216,7 @@ def ranked_entities(
     terms = query_terms(query)
     if not terms:
         return []
-    candidates = search_candidates(limit, entity_type)
-    params = scope.params(owner, as_of=at.as_of, known_at=at.known_at, candidates=candidates)
+    params = scope.params(owner, as_of=at.as_of, known_at=at.known_at, candidates=CANDIDATES)
     scores: dict[int, float] = defaultdict(float)
     for row in _ranked_rows(tx, "entity_fts", terms, SEARCH_NAMES, params):
         scores[row["entity_id"]] += NAME_WEIGHT * -row["rank"]

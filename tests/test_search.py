@@ -255,7 +255,7 @@ async def test_the_window_grows_past_rows_the_filters_drop(
 ) -> None:
     """Another user's rows, closed rows or a session filter can fill the first windows
     of ranked matches; the match that passes the filters is still found."""
-    monkeypatch.setattr("memory.search.search_candidates", lambda limit, entity_type: 2)
+    monkeypatch.setattr("memory.search.CANDIDATES", 2)  # the first windows hold 2 rows
     monkeypatch.setattr("memory.search.RECALL_CANDIDATES", 2)
     alice, bob = mem.scope(app="a", user="alice"), mem.scope(app="a", user="bob")
     await alice.remember(entity="Alice", facts=["drinks tea"])
@@ -303,3 +303,30 @@ async def test_common_words_of_other_users_and_times_hide_no_match(
     assert [t.text for t in (await alice.recall(query="tea", session_id="old")).turns] == [
         "tea time"
     ]
+
+
+async def _apples(scope: MemoryScope, count: int) -> None:
+    for i in range(count):
+        await scope.remember(entity=f"E{i}", facts=[f"apple {i}"])
+
+
+async def test_an_entity_of_several_middling_facts_is_not_cut(alice: MemoryScope) -> None:
+    """Found in review: with only the best 200 rows kept, an entity whose three facts
+    each rank below them, but whose score adds up past every other, was lost."""
+    await _apples(alice, 300)
+    facts = ["apple pie baked", "apple cider vinegar", "apple orchard visited"]
+    await alice.remember(entity="X", facts=facts)
+    for limit in (10, 11, 50):
+        assert _names(await alice.search_nodes(query="apple", limit=limit))[0] == "X"
+
+
+async def test_another_users_rows_do_not_hide_a_match(mem: GraphMemory) -> None:
+    """Found in review: the window stopped growing once half of it passed the filters,
+    so another user's equal rows could push this user's best entity out."""
+    u, v = mem.scope(app="a", user="u"), mem.scope(app="a", user="v")
+    await _apples(u, 260)
+    await u.remember(
+        entity="X", facts=["apple pie baked", "apple cider vinegar", "apple orchard visited"]
+    )
+    await _apples(v, 260)
+    assert _names(await u.search_nodes(query="apple", limit=50))[0] == "X"
