@@ -84,6 +84,7 @@ class Match:
 
     expression: str
     newest: bool = False
+    bounded: bool = False  # matches at most RANKED_ROWS rows: join them all at once
 
 
 def plan_matches(tx: Tx, table: str, terms: list[str]) -> list[Match]:
@@ -101,7 +102,7 @@ def plan_matches(tx: Tx, table: str, terms: list[str]) -> list[Match]:
         chosen.append(term)
         rows += counts[term]
     if chosen:
-        return [Match(" OR ".join(chosen))]
+        return [Match(" OR ".join(chosen), bounded=True)]
     if len(present) == 1:
         return [Match(present[0], newest=True)]
     return [Match(" AND ".join(present)), Match(" OR ".join(present), newest=True)]
@@ -127,7 +128,9 @@ def _order(match: Match) -> str:
     return "ORDER BY rowid DESC" if match.newest else "ORDER BY rank, rowid DESC"
 
 
-def _ranked_rows(tx: Tx, table: str, terms: list[str], sql: str, params: dict) -> list:
+def _ranked_rows(
+    tx: Tx, table: str, terms: list[str], sql: str, params: dict, join_bounded: bool = False
+) -> list:
     """Rows of `sql` (which ranks `table` by `:match`, ordered by `{order}` and cut to
     `:window`) for each planned query, once each, best first, at most `:candidates`.
     The first window is `:candidates` (the newest window for a query of common words
@@ -136,7 +139,11 @@ def _ranked_rows(tx: Tx, table: str, terms: list[str], sql: str, params: dict) -
     for match in plan_matches(tx, table, terms):
         statement = sql.format(order=_order(match))
         first = min(NEWEST_WINDOW, params["candidates"]) if match.newest else params["candidates"]
-        for window in _windows(first):
+        # A bounded query is ranked whole anyway: with `join_bounded`, every match is
+        # joined at once, which costs less than ranking it again for a larger window
+        # where rows are small (facts); turns are large, and recall keeps its window.
+        whole = join_bounded and match.bounded
+        for window in (-1,) if whole else _windows(first):
             window_rows = tx.all(statement, {**params, "match": match.expression, "window": window})
             found = [row for row in window_rows if row["rowid"] is not None]
             enough = len(found) * 2 >= window if match.newest else len(found) >= first
@@ -218,17 +225,17 @@ def ranked_entities(
         return []
     params = scope.params(owner, as_of=at.as_of, known_at=at.known_at, candidates=CANDIDATES)
     scores: dict[int, float] = defaultdict(float)
-    for row in _ranked_rows(tx, "entity_fts", terms, SEARCH_NAMES, params):
+    for row in _ranked_rows(tx, "entity_fts", terms, SEARCH_NAMES, params, join_bounded=True):
         scores[row["entity_id"]] += NAME_WEIGHT * -row["rank"]
     facts: dict[int, list[float]] = defaultdict(list)
     sql = _search_facts_sql(include_history)
-    for row in _ranked_rows(tx, "observation_fts", terms, sql, params):
+    for row in _ranked_rows(tx, "observation_fts", terms, sql, params, join_bounded=True):
         facts[row["entity_id"]].append(-row["rank"])
     for entity_id, weights in facts.items():
         best = sorted(weights, reverse=True)
         scores[entity_id] += sum(w * r for w, r in zip(FACT_WEIGHTS, best, strict=False))
     sql = _search_relations_sql(include_history)
-    for row in _ranked_rows(tx, "relation_fts", terms, sql, params):
+    for row in _ranked_rows(tx, "relation_fts", terms, sql, params, join_bounded=True):
         # a relation says most about its source
         scores[row["entity_id"]] += RELATION_WEIGHT * -row["rank"]
         scores[row["other_id"]] += RELATION_WEIGHT / 2 * -row["rank"]
