@@ -273,7 +273,9 @@ class MemoryScope:
         how many after each transaction. Memory holds one batch, not the whole input.
 
         Raises:
-            InvalidInputError: naming the first bad line; nothing was imported.
+            InvalidInputError: naming the first bad line; nothing was imported. An id
+                that belongs to another user's memory is only found while writing:
+                then the message also says which lines earlier batches kept.
             MemoryFullError: naming the lines of the batch refused and what was kept.
         """
         counts: dict[str, int] = {}
@@ -294,24 +296,34 @@ class MemoryScope:
         counts: dict[str, int],
         progress: Callable[[int], None] | None,
     ) -> None:
-        """Write the batches of a checked import, adding to `counts` by kind."""
-        for index, batch in enumerate(plan.batches()):
-            done = await self._write_batch(batch, first_batch=index == 0)
+        """Write the batches of a checked import, adding to `counts` by kind; tell
+        `progress` how many more lines were begun with each batch."""
+        previous = start = 0  # the last and first line numbers of the batches written
+        for batch in plan.batches():
+            first, last = batch[0][0], batch[-1][0]
+            start = start or first
+            try:
+                done = await self._store.write(
+                    self.key.app, self.key.user,
+                    lambda tx, batch=batch: transfer.write_batch(tx, self.key, batch),
+                )  # fmt: skip
+            except InvalidInputError as exc:  # memory full, or an id of another memory
+                # Each batch is its own transaction: say what earlier ones kept.
+                if not previous:
+                    kept = "nothing was imported"
+                elif first != previous:
+                    kept = f"lines before {first} were imported"
+                elif first == start:
+                    kept = f"part of line {first} was imported"
+                else:
+                    kept = f"lines before {first} and part of line {first} were imported"
+                where = f"lines {first}-{last}: " if isinstance(exc, MemoryFullError) else ""
+                raise type(exc)(f"{where}{exc} ({kept})") from None
             for kind, count in done.items():
                 counts[kind] = counts.get(kind, 0) + count
             if progress is not None:
-                progress(len(batch))
-
-    async def _write_batch(self, batch: list[transfer.Step], first_batch: bool) -> dict[str, int]:
-        try:
-            return await self._store.write(
-                self.key.app, self.key.user,
-                lambda tx: transfer.write_batch(tx, self.key, batch),
-            )  # fmt: skip
-        except MemoryFullError as exc:  # each batch is its own transaction
-            first, last = batch[0][0], batch[-1][0]
-            kept = "nothing was imported" if first_batch else f"lines before {first} were imported"
-            raise MemoryFullError(f"lines {first}-{last}: {exc} ({kept})") from None
+                progress(len({step[0] for step in batch} - {previous}))
+            previous = last
 
     async def stats(self) -> admin.Stats:
         """Counts of this memory: entities, current and closed facts and relations,

@@ -138,7 +138,7 @@ def import_(file, as_json, **scope):  # type: ignore[no-untyped-def]
             if progress is None:
                 return await s.import_lines(lines)
             with file.open(encoding="utf-8") as counted, progress:
-                task = progress.add_task("importing", total=sum(1 for _ in counted))
+                task = progress.add_task("importing", total=sum(1 for n in counted if n.strip()))
                 return await s.import_lines(lines, progress=lambda n: progress.advance(task, n))
 
     result = run(scope, load)

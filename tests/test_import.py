@@ -226,3 +226,24 @@ async def test_own_lines_are_checked_as_the_operations_check_them(
             await mem.scope(app="a", user="u").import_lines(lines, batch_size=2)
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("SELECT count(*) FROM observation").fetchone() == (0,)
+
+
+async def test_an_id_of_another_memory_says_what_earlier_batches_kept(db_path: Path) -> None:
+    """Found in review: found only while writing, after earlier batches committed, the
+    error claimed nothing was kept."""
+    async with GraphMemory.open(db_path) as mem:
+        await mem.scope(app="a", user="other").import_lines([_observation(5)])
+        scope = mem.scope(app="a", user="u")
+        lines = [_observation(100 + i) for i in range(5)] + [_observation(5)]
+        with pytest.raises(InvalidInputError, match=r"line 6: .*another memory.*before 5 were"):
+            await scope.import_lines(lines, batch_size=2)
+        assert (await scope.stats()).observations_current == 4
+
+
+async def test_a_cap_in_a_line_split_across_batches_says_part_was_kept(db_path: Path) -> None:
+    many = json.dumps({"type": "entity", "name": "A", "entityType": "t", "observations": [
+        f"fact {i}" for i in range(120)]})  # fmt: skip
+    async with GraphMemory.open(db_path, max_facts=60) as mem:
+        scope = mem.scope(app="a", user="u")
+        with pytest.raises(InvalidInputError, match=r"part of line 1 was imported"):
+            await scope.import_lines([many], batch_size=1)
