@@ -227,6 +227,9 @@ class ProtocolError(Exception):
 
 
 MAX_HEAD = 64 * 1024  # the status line and headers of one response
+# uvicorn closes a keep-alive connection idle for 5 s; one idle longer than this is
+# not reused (a request written to a socket the server just closed is lost).
+IDLE_REUSE = 4.0
 
 
 @dataclass
@@ -245,6 +248,7 @@ class Connection:
         self.host, self.port, self.path = parts.hostname or HOST, parts.port or 80, parts.path
         self._socket: SocketStream | None = None
         self._reader: BufferedByteReceiveStream | None = None
+        self._used = 0.0  # time.monotonic() of the last response
 
     async def request(self, method: str, headers: dict[str, str], body: bytes = b"") -> Reply:
         """One request and its response, within CALL_TIMEOUT. A failure closes the
@@ -258,6 +262,8 @@ class Connection:
             raise
 
     async def _exchange(self, method: str, headers: dict[str, str], body: bytes) -> Reply:
+        if self._socket is not None and time.monotonic() - self._used > IDLE_REUSE:
+            await self.aclose()
         if self._socket is None or self._reader is None:
             self._socket = await anyio.connect_tcp(self.host, self.port)
             self._reader = BufferedByteReceiveStream(self._socket)
@@ -284,6 +290,7 @@ class Connection:
         else:  # delimited by the server closing the connection
             content = await self._until_closed(self._reader)
             found["connection"] = "close"
+        self._used = time.monotonic()
         if found.get("connection", "").lower() == "close":
             await self.aclose()
         return Reply(status, found, content)

@@ -140,3 +140,32 @@ async def test_load_connection_reads_every_framing_and_reuses_the_socket() -> No
     assert requests[0].startswith(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:")
     assert b"X-Test: 1\r\n" in requests[0] and requests[0].endswith(b'\r\n\r\n{"q":1}')
     assert requests[3].startswith(b"DELETE /mcp HTTP/1.1\r\n")
+
+
+@pytest.mark.anyio
+async def test_load_connection_does_not_reuse_one_the_server_closed_while_idle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found in review: uvicorn closes a keep-alive connection idle for 5 s, and a
+    request written to it was lost (counted as an error)."""
+    monkeypatch.setattr("bench.load.IDLE_REUSE", 0.05)
+    accepted: list[int] = []
+
+    async def serve(stream: SocketStream) -> None:  # one response, then an idle close
+        accepted.append(1)
+        reader = BufferedByteReceiveStream(stream)
+        async with stream:
+            await reader.receive_until(b"\r\n\r\n", 65536)
+            await stream.send(CANNED[2])
+
+    async with await anyio.create_tcp_listener(local_host="127.0.0.1") as listener:
+        port = listener.extra(SocketAttribute.local_port)
+        async with anyio.create_task_group() as group:
+            group.start_soon(listener.serve, serve)
+            connection = Connection(f"http://127.0.0.1:{port}/mcp")
+            assert (await connection.request("POST", {}, b"")).status == 202
+            await anyio.sleep(0.2)
+            assert (await connection.request("POST", {}, b"")).status == 202
+            await connection.aclose()
+            group.cancel_scope.cancel()
+    assert len(accepted) == 2
