@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from .schema import COUNT_STORED
+from .schema import COUNT_STORED, FTS_INDEXES
 from .store import Tx
 
 __all__ = ["PurgeResult", "Stats", "purge", "stats"]
@@ -88,12 +88,7 @@ PURGE = {
         ("turns", "DELETE FROM turn WHERE owner_id = :owner AND session_id = :session_id"),
     ],
 }  # fmt: skip
-REBUILD = [
-    "INSERT INTO entity_fts (entity_fts) VALUES ('rebuild')",
-    "INSERT INTO observation_fts (observation_fts) VALUES ('rebuild')",
-    "INSERT INTO relation_fts (relation_fts) VALUES ('rebuild')",
-    "INSERT INTO turn_fts (turn_fts) VALUES ('rebuild')",
-]
+REBUILD = [f"INSERT INTO {fts} ({fts}) VALUES ('rebuild')" for fts in FTS_INDEXES.values()]
 
 
 def purge(tx: Tx, what: str, project: str | None, session_id: str | None) -> PurgeResult:

@@ -66,13 +66,12 @@ def query_terms(text: str) -> list[str]:
 # that have any. Memories of a few thousand facts are ranked over every word.
 RANKED_ROWS = 1_000
 NEWEST_WINDOW = 200
-FTS_TABLES = ("entity_fts", "observation_fts", "relation_fts", "turn_fts")
 
 
 @functools.cache
 def count_rows_sql(table: str, terms: int) -> str:
     """One statement counting the rows of each of `terms` words (`?1`, `?2`, ...) in
-    `table`, each count stopping at `:cap`: one call, not one per word."""
+    `table`, each count stopping at the last parameter: one call, not one per word."""
     count = "(SELECT count(*) FROM (SELECT 1 FROM {t} WHERE {t} MATCH ?{n} LIMIT ?{cap}))"
     cap = terms + 1
     return "SELECT " + ", ".join(count.format(t=table, n=n, cap=cap) for n in range(1, terms + 1))
@@ -175,6 +174,7 @@ RELATION_WEIGHT = 0.5
 # cut at 200 rows lost such an entity from a 10-hit search (found in review), so
 # every search keeps 500, and `limit` 50 with its best facts needs no more.
 CANDIDATES = 500
+
 SEARCH_NAMES = f"""
     {_ranked("entity_fts", "bm25(entity_fts, 4.0, 1.0)")}
     SELECT e.id AS rowid, e.id AS entity_id, ranked.rank

@@ -19,9 +19,15 @@ from memory.profile import (
 )
 from memory.queries import SELECT_VISIBLE_ENTITIES, _observations_sql, _relations_sql
 from memory.reads import COUNT_VISIBLE, SELECT_PAGE
-from memory.schema import APPLICATION_ID, CHANGED_NEW, INDEX_NEW, LATEST_VERSION, MIGRATIONS
+from memory.schema import (
+    APPLICATION_ID,
+    CHANGED_NEW,
+    FTS_INDEXES,
+    INDEX_NEW,
+    LATEST_VERSION,
+    MIGRATIONS,
+)
 from memory.search import (
-    FTS_TABLES,
     RECALL_CANDIDATES_SQL,
     SEARCH_NAMES,
     Match,
@@ -164,7 +170,7 @@ HOT_STATEMENTS = {
         )
         for match in (RANKED, NEWEST)
     },
-    **{f"count rows of {table}": count_rows_sql(table, 2) for table in FTS_TABLES},
+    **{f"count rows of {table}": count_rows_sql(table, 2) for table in FTS_INDEXES.values()},
     **{f"index new {kind}": sql for kind, sql in INDEX_NEW.items()},
     **{f"entities changed by new {kind}": sql for kind, sql in CHANGED_NEW.items()},
     "recent entities": RECENT_ENTITIES,
