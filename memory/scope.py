@@ -309,14 +309,7 @@ class MemoryScope:
                 )  # fmt: skip
             except InvalidInputError as exc:  # memory full, or an id of another memory
                 # Each batch is its own transaction: say what earlier ones kept.
-                if not previous:
-                    kept = "nothing was imported"
-                elif first != previous:
-                    kept = f"lines before {first} were imported"
-                elif first == start:
-                    kept = f"part of line {first} was imported"
-                else:
-                    kept = f"lines before {first} and part of line {first} were imported"
+                kept = _kept_before(first, previous, start)
                 where = f"lines {first}-{last}: " if isinstance(exc, MemoryFullError) else ""
                 raise type(exc)(f"{where}{exc} ({kept})") from None
             for kind, count in done.items():
@@ -380,3 +373,16 @@ class MemoryScope:
         return await self._write(
             writes.record_turns, RecordTurnsArgs, session_id=session_id, turns=turns
         )
+
+
+def _kept_before(first: int, previous: int, start: int) -> str:
+    """What the batches written before a refused one (whose first line is `first`)
+    kept; `previous` is their last line (0: none) and `start` their first. A line of
+    many steps can straddle two batches, so part of it may have been kept."""
+    if not previous:
+        return "nothing was imported"
+    if first != previous:
+        return f"lines before {first} were imported"
+    if first == start:
+        return f"part of line {first} was imported"
+    return f"lines before {first} and part of line {first} were imported"
