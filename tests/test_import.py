@@ -4,18 +4,21 @@ nothing), then the steps spooled to a file and written a batch per transaction."
 from __future__ import annotations
 
 import io
+import itertools
 import json
+import re
 import sqlite3
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
 from memory import GraphMemory, InvalidInputError
 from memory.store import BULK_CHECKPOINT_PAGES
-from memory.transfer import ImportPlan, check_import
+from memory.transfer import ImportPlan, _decode, _plain_step, _record_steps, check_import
 from memory.validation import (
     FACT_MAX,
     LABEL_MAX,
@@ -247,3 +250,117 @@ async def test_a_cap_in_a_line_split_across_batches_says_part_was_kept(db_path: 
         scope = mem.scope(app="a", user="u")
         with pytest.raises(InvalidInputError, match=r"part of line 1 was imported"):
             await scope.import_lines([many], batch_size=1)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=12,
+)
+JUNK = ["", "}", "]", ",", ":", "\\", '"', "\\ud800", "\\udc00x", "NaN", "-Infinity", "01", "1.",
+        " ", "\t", "\x0c", "\u2028", "\ufeff", "\x00", "é"]  # fmt: skip
+
+
+@given(value=JSON_VALUES, ascii=st.booleans(), at=st.integers(0, 300), junk=st.sampled_from(JUNK))
+def test_a_line_decodes_as_json_decodes_it(value: object, ascii: bool, at: int, junk: str) -> None:
+    """The faster parser must accept exactly what `json` accepts, as the same values;
+    what it refuses goes to `json`, which raises its own message."""
+    text = json.dumps(value, ensure_ascii=ascii)
+    line = text[:at] + junk + text[at:]
+    try:
+        expected = json.loads(line)
+    except ValueError as exc:
+        with pytest.raises(ValueError, match=re.escape(str(exc))):
+            _decode(line)
+    else:
+        assert repr(_decode(line)) == repr(expected)  # repr: NaN is not equal to itself
+
+
+@pytest.mark.parametrize(
+    "line", ['{"a":"\\ud800"}', '"\\ud83d\\ude00"', "[" * 300 + "]" * 300, '{"a":1,"a":2}', "1e999"]
+)
+def test_lines_the_faster_parser_refuses_are_decoded_by_json(line: str) -> None:
+    assert repr(_decode(line)) == repr(json.loads(line))
+
+
+def _plain_records() -> list[dict[str, object]]:
+    return [
+        json.loads(_observation(1)),
+        {**json.loads(_observation(2)), "attribute": "plan", "project": "p", "reason": "r",
+         "valid_to": "2026-02-01T00:00:00Z", "invalidated_at": "2026-02-01T00:00:00.5Z"},
+        json.loads(_relation(1, "works at")),
+        json.loads(_turn(1)),
+        {"type": "entity", "name": "Alice", "entity_type": "person", "project": None,
+         "recorded_at": T},
+    ]  # fmt: skip
+
+
+ODD_VALUES = [
+    None, "", " ", "\u2003", "x" * 65, "x" * 201, "x" * 2_001, 5, 1.5, True, [], {}, "a\x00b",
+    "a\ud800", "2026-13-01T00:00:00Z", "2026-01-01", "2026-01-01T03:00:00+02:00", "2025-06-01T00:00:00Z",
+    "2027-01-01T00:00:00.123456Z", "works at", "!!!", "observation", "turn", "entity", "fact 1",
+]  # fmt: skip
+TIME_FIELDS = ["valid_from", "valid_to", "recorded_at", "invalidated_at", "at"]
+FIELDS = ["type", "id", "entity", "text", "attribute", "project", "valid_from", "valid_to",
+          "recorded_at", "invalidated_at", "reason", "source", "relation", "target", "session_id",
+          "role", "at", "name", "entity_type", "entityType", "observations", "from"]  # fmt: skip
+
+
+def _full_check(record: object) -> tuple[str, object]:
+    try:
+        return "steps", _record_steps(record)
+    except (ValueError, InvalidInputError, ValidationError) as exc:
+        return "error", str(exc)
+
+
+def _assert_plain_agrees(record: dict[str, object]) -> None:
+    expected = _full_check(record)
+    try:
+        step = _plain_step(record)
+    except InvalidInputError as exc:
+        assert expected == ("error", str(exc)), record
+        return
+    if step is not None:
+        assert expected == ("steps", [step]), record
+
+
+def _changed(record: dict[str, object], changes: Iterable[tuple[str, object]]) -> dict[str, object]:
+    record = dict(record)
+    for field, value in changes:
+        if value == "DROP":
+            record.pop(field, None)
+        else:
+            record[field] = value
+    return record
+
+
+def test_the_plain_check_gives_what_the_full_check_gives_for_each_odd_field() -> None:
+    """`_plain_step` inlines the own format's rules for speed: wherever it gives a step,
+    the full check gives that same step; where it raises, the full check raises so.
+    Every record with one field made odd (or dropped), and with two times swapped."""
+    for record in _plain_records():
+        for field in FIELDS:
+            for value in [*ODD_VALUES, "DROP"]:
+                _assert_plain_agrees(_changed(record, [(field, value)]))
+        for first, second in itertools.permutations(TIME_FIELDS, 2):
+            if first in record and second in record:
+                _assert_plain_agrees(_changed(record, [(first, record[second])]))
+
+
+@settings(max_examples=300)
+@given(
+    which=st.integers(0, 4),
+    changes=st.lists(st.tuples(st.sampled_from(FIELDS), st.sampled_from([*ODD_VALUES, "DROP"]))),
+)
+def test_the_plain_check_gives_what_the_full_check_gives(
+    which: int, changes: list[tuple[str, object]]
+) -> None:
+    _assert_plain_agrees(_changed(_plain_records()[which], changes))
+
+
+def test_ordinary_lines_take_the_plain_check() -> None:
+    for record in _plain_records():
+        assert _plain_step(record) is not None
+        assert [_plain_step(record)] == _record_steps(record)
+    assert _plain_step(["not", "a", "record"]) is None
+    assert _plain_step({**json.loads(_observation(1)), "from": "x"}) is None  # reference
