@@ -69,6 +69,11 @@ class Caps:
     max_turns: int = DEFAULT_MAX_TURNS
 
 
+NEXT_ROWID = {  # the rowid SQLite gives the next row of a table (largest + 1)
+    "observation": "SELECT coalesce(max(seq), 0) + 1 FROM observation",
+    "relation": "SELECT coalesce(max(seq), 0) + 1 FROM relation",
+    "turn": "SELECT coalesce(max(seq), 0) + 1 FROM turn",
+}
 ADD_STORED = """
     UPDATE owner SET facts = facts + :facts, turns = turns + :turns WHERE id = :owner
     RETURNING facts, turns
@@ -123,6 +128,25 @@ class Tx:
     def add_many(self, kind: str, sql: str, rows: Iterable[Params]) -> None:
         for params in rows:
             self.add(kind, sql, params)
+
+    def add_rows(self, kind: str, sql: str, rows: Sequence[Params]) -> range:
+        """INSERT many observations, relations or turns with one `executemany`, as `add`
+        would one by one (a bulk import: ~3 us a row less). Returns the rowids of the
+        rows inserted; an ON CONFLICT clause may have skipped others.
+
+        SQLite gives a new row the largest rowid + 1, so the rows inserted take the
+        rowids after the largest one before, in order; `last_insert_rowid()` confirms it
+        (it would not hold once rowids reach 2**63 - 1, when SQLite picks them at random)."""
+        first = self._conn.execute(NEXT_ROWID[kind]).fetchone()[0]
+        added = self._conn.executemany(sql, rows).rowcount
+        rowids = range(first, first + added)
+        if added:
+            (last,) = self._conn.execute("SELECT last_insert_rowid()").fetchone()
+            if last != rowids[-1]:
+                raise RuntimeError(f"{kind} rowids are not consecutive; cannot index them")
+            self._unindexed.setdefault(kind, []).extend(rowids)
+            self._added[kind] = self._added.get(kind, 0) + added
+        return rowids
 
     def finish(self) -> None:
         """Before commit: count what was added against the caps, then write the

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import marshal
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import groupby
+from operator import itemgetter
 from typing import Any, BinaryIO
 
 from pydantic import BaseModel, ValidationError
@@ -22,7 +24,7 @@ from .errors import InvalidInputError
 from .models import ForgetArgs, RecordTurnsArgs, RelateArgs, RememberArgs
 from .names import match_key, relation_type
 from .queries import GLOBAL, ScopeKey, ensure_owner
-from .store import Tx
+from .store import Tx, json_list
 from .timestamps import format_time, parse_text, parse_time
 from .validation import (
     FACT_MAX,
@@ -500,6 +502,7 @@ class Batch:
         self.scope = scope
         self.entity_ids: dict[str, int] = {}  # by match key
         self.named: dict[str, int] = {}  # by name as written: no key to compute
+        self.absent: set[str] = set()  # match keys of no stored entity (see `look_up`)
         self.latest = 0
         self.counts: dict[str, int] = {}
 
@@ -513,16 +516,37 @@ class Batch:
             known = self.named[name] = _insert_entity(self, name, "general", project, at)[0]
         return known
 
+    def look_up(self, names: Iterable[str]) -> None:
+        """Find which of `names` are stored entities, in one query rather than one a
+        name (a batch names thousands). The others stay known to be new while only
+        this batch's own-format steps add entities: a step of the reference format
+        adds them through the engine, and then `absent` is cleared."""
+        keys = {match_key(name) for name in set(names)}
+        found = self.tx.all(FIND_ENTITIES, {"owner": self.tx.owner, "keys": json_list(keys)})
+        self.entity_ids.update((row["name_key"], row["id"]) for row in found)
+        self.absent = keys - self.entity_ids.keys()
 
-def write_batch(tx: Tx, scope: ScopeKey, steps: Iterable[Step]) -> dict[str, int]:
-    """Run a batch of import steps in `tx`; counts by kind."""
+
+NAMED_AT = {"entity": (2,), "observation": (3,), "relation": (3, 5)}  # where steps name entities
+
+
+def write_batch(tx: Tx, scope: ScopeKey, steps: Sequence[Step]) -> dict[str, int]:
+    """Run a batch of import steps in `tx`, in order; counts by kind. Consecutive rows
+    of chronomem's format of one kind are inserted together (`ROW_WRITERS`)."""
     ensure_owner(tx, scope)
     batch = Batch(tx, scope)
-    for number, kind, *values in steps:
-        try:
-            WRITERS[kind](batch, *values)
-        except InvalidInputError as exc:
-            raise InvalidInputError(f"line {number}: {exc}") from None
+    batch.look_up(step[i] for step in steps for i in NAMED_AT.get(step[1], ()))
+    for kind, run in groupby(steps, key=itemgetter(1)):
+        if kind in ROW_WRITERS:
+            ROW_WRITERS[kind](batch, list(run))
+            continue
+        if kind != "entity":  # the engine may add entities that `look_up` found absent
+            batch.absent.clear()
+        for number, _, *values in run:
+            try:
+                WRITERS[kind](batch, *values)
+            except InvalidInputError as exc:
+                raise InvalidInputError(f"line {number}: {exc}") from None
     if batch.latest > tx.now:  # later writes must come after imported history
         tx.run(ADVANCE_CLOCK_TO, {"latest": batch.latest})
     return batch.counts
@@ -531,6 +555,10 @@ def write_batch(tx: Tx, scope: ScopeKey, steps: Iterable[Step]) -> dict[str, int
 ADVANCE_CLOCK_TO = "UPDATE tx_clock SET last = max(last, :latest) WHERE id = 1"
 
 FIND_ENTITY = "SELECT id FROM entity WHERE owner_id = :owner AND name_key = :key"
+FIND_ENTITIES = """
+    SELECT name_key, id FROM entity
+    WHERE owner_id = :owner AND name_key IN (SELECT value FROM json_each(:keys))
+"""
 INSERT_ENTITY = """
     INSERT INTO entity (owner_id, project, name, name_key, entity_type, recorded_at, changed_at)
     VALUES (:owner, :project, :name, :key, :entity_type, :recorded_at, :recorded_at)
@@ -546,7 +574,7 @@ def _insert_entity(
     if known is not None:
         return known, False
     tx = batch.tx
-    row = tx.one(FIND_ENTITY, {"owner": tx.owner, "key": key})
+    row = None if key in batch.absent else tx.one(FIND_ENTITY, {"owner": tx.owner, "key": key})
     created = row is None
     if row is not None:
         entity_id = row["id"]
@@ -580,19 +608,18 @@ INSERT_OBSERVATION = """
 """
 
 
-def _write_observation(
-    batch: Batch, identifier: str, entity: str, text: str, attribute: str | None,
-    reason: Any, valid_from: int, valid_to: int | None, recorded_at: int,
-    invalidated_at: int | None, project: str | None,
-) -> None:  # fmt: skip
-    tx = batch.tx
-    entity_id = batch.entity_id(entity, project, recorded_at)
-    row = (identifier, tx.owner, project or GLOBAL, entity_id, text, match_key(text),
-           " ".join(attribute.split()) if attribute else None,
-           match_key(attribute) if attribute else None,
-           valid_from, valid_to, recorded_at, invalidated_at, reason)  # fmt: skip
-    latest = max(recorded_at, invalidated_at or 0)
-    _insert_row(batch, "observation", INSERT_OBSERVATION, row, latest)
+def _write_observations(batch: Batch, steps: list[Step]) -> None:
+    owner = batch.tx.owner
+    rows = [
+        (identifier, owner, project or GLOBAL, batch.entity_id(entity, project, recorded_at),
+         text, match_key(text), " ".join(attribute.split()) if attribute else None,
+         match_key(attribute) if attribute else None,
+         valid_from, valid_to, recorded_at, invalidated_at, reason)
+        for (_, _, identifier, entity, text, attribute, reason, valid_from, valid_to,
+             recorded_at, invalidated_at, project) in steps
+    ]  # fmt: skip
+    kept = _insert_rows(batch, "observation", INSERT_OBSERVATION, steps, rows)
+    batch.latest = max(batch.latest, max((max(row[10], row[11] or 0) for row in kept), default=0))
 
 
 INSERT_RELATION = """
@@ -603,18 +630,17 @@ INSERT_RELATION = """
 """
 
 
-def _write_relation(
-    batch: Batch, identifier: str, source: str, relation: str, target: str, reason: Any,
-    valid_from: int, valid_to: int | None, recorded_at: int, invalidated_at: int | None,
-    project: str | None,
-) -> None:  # fmt: skip
-    tx = batch.tx
-    source_id = batch.entity_id(source, project, recorded_at)
-    target_id = batch.entity_id(target, project, recorded_at)
-    row = (identifier, tx.owner, project or GLOBAL, source_id, relation, target_id,
-           valid_from, valid_to, recorded_at, invalidated_at, reason)  # fmt: skip
-    latest = max(recorded_at, invalidated_at or 0)
-    _insert_row(batch, "relation", INSERT_RELATION, row, latest)
+def _write_relations(batch: Batch, steps: list[Step]) -> None:
+    owner, entity_id = batch.tx.owner, batch.entity_id
+    rows = [
+        (identifier, owner, project or GLOBAL, entity_id(source, project, recorded_at),
+         relation, entity_id(target, project, recorded_at),
+         valid_from, valid_to, recorded_at, invalidated_at, reason)
+        for (_, _, identifier, source, relation, target, reason, valid_from, valid_to,
+             recorded_at, invalidated_at, project) in steps
+    ]  # fmt: skip
+    kept = _insert_rows(batch, "relation", INSERT_RELATION, steps, rows)
+    batch.latest = max(batch.latest, max((max(row[8], row[9] or 0) for row in kept), default=0))
 
 
 INSERT_TURN = """
@@ -624,12 +650,14 @@ INSERT_TURN = """
 """
 
 
-def _write_turn(
-    batch: Batch, identifier: str, session_id: str, role: str, text: str, at: int,
-    recorded_at: int, project: str | None,
-) -> None:  # fmt: skip
-    row = (identifier, batch.tx.owner, project or GLOBAL, session_id, role, text, at, recorded_at)
-    _insert_row(batch, "turn", INSERT_TURN, row, recorded_at)
+def _write_turns(batch: Batch, steps: list[Step]) -> None:
+    owner = batch.tx.owner
+    rows = [
+        (identifier, owner, project or GLOBAL, session_id, role, text, at, recorded_at)
+        for (_, _, identifier, session_id, role, text, at, recorded_at, project) in steps
+    ]
+    kept = _insert_rows(batch, "turn", INSERT_TURN, steps, rows)
+    batch.latest = max(batch.latest, max((row[7] for row in kept), default=0))
 
 
 ID_OWNER = {
@@ -637,20 +665,40 @@ ID_OWNER = {
     "relation": "SELECT owner_id FROM relation WHERE id = ?",
     "turn": "SELECT owner_id FROM turn WHERE id = ?",
 }
+IDS_FROM = {  # the ids of the rows from a rowid on
+    "observation": "SELECT id FROM observation WHERE seq >= ?",
+    "relation": "SELECT id FROM relation WHERE seq >= ?",
+    "turn": "SELECT id FROM turn WHERE seq >= ?",
+}
 
 
-def _insert_row(batch: Batch, kind: str, sql: str, row: tuple[Any, ...], latest: int) -> None:
-    """Insert `row` (its id first) unless its id is stored: then it is skipped, or
-    refused when another memory holds that id."""
+def _insert_rows(
+    batch: Batch, kind: str, sql: str, steps: list[Step], rows: list[tuple[Any, ...]]
+) -> list[tuple[Any, ...]]:
+    """Insert `rows` (each its id first; `steps` their steps) but those whose id is
+    stored: those are skipped, or refused when another memory holds that id. Returns
+    the rows inserted."""
     tx = batch.tx
-    if not tx.add(kind, sql, row):
+    inserted = tx.add_rows(kind, sql, rows)
+    if inserted:
+        batch.count(kind + "s", len(inserted))
+    if len(inserted) == len(rows):
+        return rows
+    # Some ids were stored (a repeated import): tell the rows inserted from the rest.
+    new_ids = {row[0] for row in tx.all(IDS_FROM[kind], (inserted.start,))}
+    kept = []
+    for step, row in zip(steps, rows, strict=True):
+        if row[0] in new_ids:
+            new_ids.discard(row[0])  # an id twice in a run: only the first is new
+            kept.append(row)
+            continue
         holder = tx.one(ID_OWNER[kind], (row[0],))
         if holder is not None and holder[0] != tx.owner:
-            raise InvalidInputError(f"id {row[0]!r} belongs to another memory; not imported")
+            raise InvalidInputError(
+                f"line {step[0]}: id {row[0]!r} belongs to another memory; not imported"
+            )
         batch.count("skipped")
-        return
-    batch.latest = max(batch.latest, latest)
-    batch.count(kind + "s")
+    return kept
 
 
 def _write_reference_entity(batch: Batch, name: str, entity_type: str) -> None:
@@ -672,11 +720,13 @@ def _relate(batch: Batch, source: str, relation: str, target: str) -> None:
     batch.count("skipped" if relate(batch.tx, batch.scope, args).existing else "relations")
 
 
-WRITERS: dict[str, Callable[..., None]] = {
+ROW_WRITERS: dict[str, Callable[[Batch, list[Step]], None]] = {
+    "observation": _write_observations,
+    "relation": _write_relations,
+    "turn": _write_turns,
+}
+WRITERS: dict[str, Callable[..., None]] = {  # the other steps, one at a time
     "entity": _write_entity,
-    "observation": _write_observation,
-    "relation": _write_relation,
-    "turn": _write_turn,
     "reference_entity": _write_reference_entity,
     "remember": _remember,
     "relate": _relate,

@@ -364,3 +364,76 @@ def test_ordinary_lines_take_the_plain_check() -> None:
         assert [_plain_step(record)] == _record_steps(record)
     assert _plain_step(["not", "a", "record"]) is None
     assert _plain_step({**json.loads(_observation(1)), "from": "x"}) is None  # reference
+
+
+def _fts_agrees(db_path: Path) -> None:
+    """Every full-text index holds exactly its table's rows."""
+    with sqlite3.connect(db_path) as conn:
+        for table, key in [("entity", "id"), ("observation", "seq"), ("relation", "seq"),
+                           ("turn", "seq")]:  # fmt: skip
+            conn.execute(
+                f"INSERT INTO {table}_fts ({table}_fts, rank) VALUES ('integrity-check', 1)"
+            )
+            rows = conn.execute(f"SELECT {key} FROM {table} ORDER BY {key}").fetchall()
+            assert (
+                conn.execute(f"SELECT id FROM {table}_fts_docsize ORDER BY id").fetchall() == rows
+            )
+
+
+async def test_stored_and_new_ids_in_one_run_are_told_apart(db_path: Path) -> None:
+    """Rows of one kind are inserted together; the ids already stored are skipped, the
+    new ones are counted, indexed and searchable, and an id twice counts once."""
+    async with GraphMemory.open(db_path) as mem:
+        scope = mem.scope(app="a", user="u")
+        await scope.import_lines([_observation(1), _observation(2), _turn(1)])
+        lines = [_observation(i) for i in (1, 3, 2, 4, 3)] + [_turn(i) for i in (2, 1, 3)]
+        result = await scope.import_lines(lines)
+        assert (result.observations, result.turns, result.skipped) == (2, 2, 4)
+        hits = await scope.search_nodes(query="fact 4")
+        assert [o.text for o in hits.hits[0].observations if o.text == "fact 4"] == ["fact 4"]
+        assert (await scope.recall(query="turn 3")).turns[0].text == "turn 3"
+        again = await scope.import_lines(lines)
+        assert (again.observations, again.turns, again.skipped) == (0, 0, 8)
+    _fts_agrees(db_path)
+
+
+@pytest.mark.parametrize("stored", [False, True])
+async def test_an_id_of_another_memory_inside_a_run_names_its_line(
+    db_path: Path, stored: bool
+) -> None:
+    async with GraphMemory.open(db_path) as mem:
+        await mem.scope(app="a", user="other").import_lines([_observation(5)])
+        scope = mem.scope(app="a", user="u")
+        if stored:  # a stored id of this memory before it is skipped, not blamed
+            await scope.import_lines([_observation(101)])
+        before = dump(db_path)
+        lines = [_observation(i) for i in (100, 101, 5, 102)]
+        with pytest.raises(InvalidInputError, match=r"^line 3: id 'o5' belongs to another"):
+            await scope.import_lines(lines, batch_size=10)
+        assert dump(db_path) == before
+
+
+async def test_own_lines_find_entities_that_reference_lines_created_in_the_batch(
+    db_path: Path,
+) -> None:
+    """Entities are looked up once a batch; a reference-format line in the batch adds
+    entities through the engine, after which own lines must look again."""
+    reference = json.dumps(
+        {"type": "entity", "name": "Bob", "entityType": "person", "observations": ["likes tea"]}
+    )
+    lines = [
+        _observation(1, entity="Alice"), _observation(2, entity=" ALICE "), reference,
+        _observation(3, entity="bob"), _relation(4, "knows"),
+        json.dumps({"type": "relation", "from": "alice", "to": "Carol", "relationType": "knows"}),
+        _observation(5, entity="carol"),
+    ]  # fmt: skip
+    async with GraphMemory.open(db_path) as mem:
+        scope = mem.scope(app="a", user="u")
+        result = await scope.import_lines(lines)
+        assert (result.observations, result.relations) == (5, 2)
+        opened = await scope.open_nodes(names=["Alice", "Bob", "Carol"])
+        assert [e.name for e in opened.entities] == ["Alice", "Bob", "Carol"]
+        facts = {e.name: sorted(o.text for o in e.observations) for e in opened.entities}
+        assert facts == {"Alice": ["fact 1", "fact 2"], "Bob": ["fact 3", "likes tea"],
+                         "Carol": ["fact 5"]}  # fmt: skip
+    _fts_agrees(db_path)
