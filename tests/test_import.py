@@ -437,3 +437,14 @@ async def test_own_lines_find_entities_that_reference_lines_created_in_the_batch
         assert facts == {"Alice": ["fact 1", "fact 2"], "Bob": ["fact 3", "likes tea"],
                          "Carol": ["fact 5"]}  # fmt: skip
     _fts_agrees(db_path)
+
+
+async def test_the_first_id_of_another_memory_in_line_order_is_told(db_path: Path) -> None:
+    """Each kind's rows are inserted together; the error still names the first line."""
+    async with GraphMemory.open(db_path) as mem:
+        await mem.scope(app="a", user="other").import_lines([_observation(5), _relation(7, "x")])
+        scope = mem.scope(app="a", user="u")
+        lines = [_observation(100), _relation(7, "knows"), _observation(5)]
+        with pytest.raises(InvalidInputError, match=r"^line 2: id 'r7' belongs to another"):
+            await scope.import_lines(lines)
+        assert (await scope.stats()).observations_current == 0
