@@ -502,29 +502,44 @@ class Batch:
         self.scope = scope
         self.entity_ids: dict[str, int] = {}  # by match key
         self.named: dict[str, int] = {}  # by name as written: no key to compute
-        self.absent: set[str] = set()  # match keys of no stored entity (see `look_up`)
+        self.new_entities: list[list[Any]] = []  # INSERT_ENTITY rows not yet written
+        self.next_entity_id = 0
         self.latest = 0
         self.counts: dict[str, int] = {}
 
     def count(self, kind: str, count: int = 1) -> None:
         self.counts[kind] = self.counts.get(kind, 0) + count
 
+    def look_up(self, names: Iterable[str]) -> None:
+        """Find which of `names` are stored entities, in one query rather than one a
+        name (a batch names thousands): the others are new (`entity`)."""
+        keys = {match_key(name) for name in set(names)} - self.entity_ids.keys()
+        found = self.tx.all(FIND_ENTITIES, {"owner": self.tx.owner, "keys": json_list(keys)})
+        self.entity_ids.update((row["name_key"], row["id"]) for row in found)
+        self.next_entity_id = self.tx.next_rowid("entity")
+
+    def entity(
+        self, name: str, entity_type: str, project: str | None, recorded_at: int
+    ) -> tuple[int, bool]:
+        """The id of a looked-up entity, and whether this creates it. A new one is given
+        the id SQLite will give it and is written by `write_new_entities`."""
+        key = match_key(name)
+        known = self.entity_ids.get(key)
+        if known is not None:
+            return known, False
+        entity_id = self.entity_ids[key] = self.next_entity_id
+        self.next_entity_id += 1
+        self.new_entities.append([self.tx.owner, project or GLOBAL, " ".join(name.split()), key,
+                                  entity_type, recorded_at, recorded_at])  # fmt: skip
+        self.latest = max(self.latest, recorded_at)
+        return entity_id, True
+
     def entity_id(self, name: str, project: str | None, at: int) -> int:
         """The id of the entity a fact or relation names, created as `general` if new."""
         known = self.named.get(name)
         if known is None:
-            known = self.named[name] = _insert_entity(self, name, "general", project, at)[0]
+            known = self.named[name] = self.entity(name, "general", project, at)[0]
         return known
-
-    def look_up(self, names: Iterable[str]) -> None:
-        """Find which of `names` are stored entities, in one query rather than one a
-        name (a batch names thousands). The others stay known to be new while only
-        this batch's own-format steps add entities: a step of the reference format
-        adds them through the engine, and then `absent` is cleared."""
-        keys = {match_key(name) for name in set(names)}
-        found = self.tx.all(FIND_ENTITIES, {"owner": self.tx.owner, "keys": json_list(keys)})
-        self.entity_ids.update((row["name_key"], row["id"]) for row in found)
-        self.absent = keys - self.entity_ids.keys()
 
 
 NAMED_AT = {"entity": (2,), "observation": (3,), "relation": (3, 5)}  # where steps name entities
@@ -535,12 +550,10 @@ def write_batch(tx: Tx, scope: ScopeKey, steps: Sequence[Step]) -> dict[str, int
     format between two of the reference format's are written together (`_write_rows`)."""
     ensure_owner(tx, scope)
     batch = Batch(tx, scope)
-    batch.look_up(step[i] for step in steps for i in NAMED_AT.get(step[1], ()))
     for own, run in groupby(steps, key=lambda step: step[1] in OWN_KINDS):
         if own:
             _write_rows(batch, list(run))
             continue
-        batch.absent.clear()  # the engine may add entities that `look_up` found absent
         for number, kind, *values in run:
             try:
                 WRITERS[kind](batch, *values)
@@ -562,6 +575,11 @@ INSERT_ENTITY = """
     INSERT INTO entity (owner_id, project, name, name_key, entity_type, recorded_at, changed_at)
     VALUES (:owner, :project, :name, :key, :entity_type, :recorded_at, :recorded_at)
 """
+INSERT_ENTITY_ROW = """
+    INSERT INTO entity (owner_id, project, name, name_key, entity_type, recorded_at, changed_at)
+    VALUES (?, ?, ?, ?, ?, ?, ?)
+"""
+SET_CHANGED_AT = "UPDATE entity SET changed_at = ? WHERE id = ?"
 
 
 def _insert_entity(
@@ -573,7 +591,7 @@ def _insert_entity(
     if known is not None:
         return known, False
     tx = batch.tx
-    row = None if key in batch.absent else tx.one(FIND_ENTITY, {"owner": tx.owner, "key": key})
+    row = tx.one(FIND_ENTITY, {"owner": tx.owner, "key": key})
     created = row is None
     if row is not None:
         entity_id = row["id"]
@@ -648,46 +666,96 @@ def _turn_row(batch: Batch, step: Step) -> tuple[Any, ...]:
 
 
 class RowKind(NamedTuple):
-    """How a step of chronomem's own format becomes a row: its INSERT, its values, and
-    the latest time it records (which later writes must not precede)."""
+    """How a step of chronomem's own format becomes a row: its INSERT, its values, the
+    latest time it records (which later writes must not precede), and the entities it
+    names with its recorded_at (which raises their changed_at)."""
 
     insert: str
     row: Callable[[Batch, Step], tuple[Any, ...]]
     latest: Callable[[tuple[Any, ...]], int]
+    names: Callable[[tuple[Any, ...]], tuple[tuple[int, ...], int]] | None
 
 
 ROW_KINDS = {
-    "observation": RowKind(INSERT_OBSERVATION, _observation_row, lambda r: max(r[10], r[11] or 0)),
-    "relation": RowKind(INSERT_RELATION, _relation_row, lambda r: max(r[8], r[9] or 0)),
-    "turn": RowKind(INSERT_TURN, _turn_row, itemgetter(7)),
-}
+    "observation": RowKind(
+        INSERT_OBSERVATION, _observation_row, lambda r: max(r[10], r[11] or 0),
+        lambda r: ((r[3],), r[10]),
+    ),
+    "relation": RowKind(
+        INSERT_RELATION, _relation_row, lambda r: max(r[8], r[9] or 0),
+        lambda r: ((r[3], r[5]), r[8]),
+    ),
+    "turn": RowKind(INSERT_TURN, _turn_row, itemgetter(7), None),
+}  # fmt: skip
 OWN_KINDS = {"entity", *ROW_KINDS}
 
 
 def _write_rows(batch: Batch, steps: list[Step]) -> None:
-    """Write steps of chronomem's own format: entities one by one, in order, and then
-    the rows of each kind with one statement (`Tx.add_rows`): ~3 us a row less. Each
-    entity a row names is found or created in step order, so ids are as if the steps
-    were written one by one; so are rowids, in order within each kind."""
+    """Write steps of chronomem's own format with one statement a kind (`Tx.add_rows`,
+    ~3 us a row less than one each). The entities they name are looked up at once and
+    the new ones numbered in step order, as SQLite numbers them when written one by
+    one; rowids too are in order within each kind. A new entity is written with the
+    changed_at its rows give it, so only the entities stored before are updated."""
+    tx = batch.tx
+    batch.look_up(step[i] for step in steps for i in NAMED_AT.get(step[1], ()))
+    first_new = batch.next_entity_id
     by_kind: dict[str, tuple[list[Step], list[tuple[Any, ...]]]] = {}
     for step in steps:
         kind = step[1]
         if kind == "entity":
-            _write_entity(batch, *step[2:])
+            _, _, name, entity_type, recorded_at, project = step
+            created = batch.entity(name, entity_type, project, recorded_at)[1]
+            batch.count("entities" if created else "skipped")
             continue
         kind_steps, rows = by_kind.setdefault(kind, ([], []))
         kind_steps.append(step)
         rows.append(ROW_KINDS[kind].row(batch, step))
+    new_entities, batch.new_entities = batch.new_entities, []
+    expected = _changed_at([rows for _, rows in by_kind.values()], by_kind.keys())
+    for entity_id, entity in enumerate(new_entities, start=first_new):
+        entity[6] = max(entity[5], expected.get(entity_id, 0))  # changed_at
+    if new_entities:
+        created = tx.add_rows("entity", INSERT_ENTITY_ROW, new_entities)
+        if created != range(first_new, first_new + len(new_entities)):
+            raise RuntimeError("entity ids are not the ones SQLite gave")
     skipped: list[tuple[int, str, str]] = []
+    kept_rows = []
     for kind, (kind_steps, rows) in by_kind.items():
-        skipped += _insert_rows(batch, kind, kind_steps, rows)
+        kept, kind_skipped = _insert_rows(batch, kind, kind_steps, rows)
+        kept_rows.append(kept)
+        skipped += kind_skipped
     for number, kind, identifier in sorted(skipped):  # the first in line order is told
-        holder = batch.tx.one(ID_OWNER[kind], (identifier,))
-        if holder is not None and holder[0] != batch.tx.owner:
+        holder = tx.one(ID_OWNER[kind], (identifier,))
+        if holder is not None and holder[0] != tx.owner:
             raise InvalidInputError(
                 f"line {number}: id {identifier!r} belongs to another memory; not imported"
             )
         batch.count("skipped")
+    changed = _changed_at(kept_rows, by_kind.keys()) if skipped else expected
+    if skipped:  # a new entity's skipped rows do not count: set its changed_at again
+        tx.run_many(SET_CHANGED_AT, [
+            (max(entity[5], changed.get(entity_id, 0)), entity_id)
+            for entity_id, entity in enumerate(new_entities, start=first_new)
+            if max(entity[5], changed.get(entity_id, 0)) != entity[6]
+        ])  # fmt: skip
+    tx.raise_changed_at({id_: at for id_, at in changed.items() if id_ < first_new})
+
+
+def _changed_at(
+    rows_by_kind: Iterable[list[tuple[Any, ...]]], kinds: Iterable[str]
+) -> dict[int, int]:
+    """The latest recorded_at of the facts and relations in `rows_by_kind` (rows of
+    `kinds`, in that order) for each entity they name: `schema.CHANGED_NEW` in Python."""
+    latest: dict[int, int] = {}
+    for kind, rows in zip(kinds, rows_by_kind, strict=True):
+        names = ROW_KINDS[kind].names
+        if names is None:  # turns name no entity
+            continue
+        for entity_ids, recorded_at in map(names, rows):
+            for entity_id in entity_ids:
+                if recorded_at > latest.get(entity_id, -1):
+                    latest[entity_id] = recorded_at
+    return latest
 
 
 ID_OWNER = {
@@ -704,10 +772,10 @@ IDS_FROM = {  # the ids of the rows from a rowid on
 
 def _insert_rows(
     batch: Batch, kind: str, steps: list[Step], rows: list[tuple[Any, ...]]
-) -> list[tuple[int, str, str]]:
+) -> tuple[list[tuple[Any, ...]], list[tuple[int, str, str]]]:
     """Insert `rows` (each its id first; `steps` their steps) but those whose id is
-    stored. Returns (line, kind, id) of each row skipped so."""
-    inserted = batch.tx.add_rows(kind, ROW_KINDS[kind].insert, rows)
+    stored. Returns the rows inserted, and (line, kind, id) of each row skipped."""
+    inserted = batch.tx.add_rows(kind, ROW_KINDS[kind].insert, rows, raise_changed=False)
     kept = rows
     skipped = []
     if len(inserted) < len(rows):  # some ids were stored (a repeated import): which?
@@ -722,7 +790,7 @@ def _insert_rows(
     if kept:
         batch.count(kind + "s", len(kept))
         batch.latest = max(batch.latest, *map(ROW_KINDS[kind].latest, kept))
-    return skipped
+    return kept, skipped
 
 
 def _write_reference_entity(batch: Batch, name: str, entity_type: str) -> None:

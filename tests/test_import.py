@@ -18,6 +18,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from memory import GraphMemory, InvalidInputError
 from memory.store import BULK_CHECKPOINT_PAGES
+from memory.timestamps import format_time
 from memory.transfer import ImportPlan, _decode, _plain_step, _record_steps, check_import
 from memory.validation import (
     FACT_MAX,
@@ -448,3 +449,47 @@ async def test_the_first_id_of_another_memory_in_line_order_is_told(db_path: Pat
         with pytest.raises(InvalidInputError, match=r"^line 2: id 'r7' belongs to another"):
             await scope.import_lines(lines)
         assert (await scope.stats()).observations_current == 0
+
+
+def _at(day: int) -> str:
+    return f"2020-01-{day:02d}T00:00:00Z"
+
+
+def _fact(identifier: str, entity: str, day: int) -> str:
+    return json.dumps({**json.loads(_observation(0, entity)), "id": identifier,
+                       "valid_from": _at(day), "recorded_at": _at(day)})  # fmt: skip
+
+
+def _changed_at(db_path: Path) -> dict[str, str]:
+    with sqlite3.connect(db_path) as conn:
+        rows = conn.execute("SELECT name, changed_at FROM entity ORDER BY id").fetchall()
+    return {name: format_time(at) for name, at in rows}
+
+
+async def test_changed_at_counts_the_rows_an_import_wrote_and_no_others(db_path: Path) -> None:
+    """A new entity is written with the changed_at of its rows in the batch: rows
+    skipped as already stored must not count; a stored entity is only ever raised."""
+    entity = json.dumps({"type": "entity", "name": "Zed", "entity_type": "t", "project": None,
+                         "recorded_at": _at(1)})  # fmt: skip
+    async with GraphMemory.open(db_path) as mem:
+        scope = mem.scope(app="a", user="u")
+        await scope.import_lines([_fact("o1", "Old", 3), _fact("o2", "Gone", 8)])
+        lines = [entity, _fact("o1", "Zed", 9), _fact("o3", "Zed", 5), _fact("o2", "Yan", 7),
+                 _fact("o4", "Old", 6), _fact("o5", "Old", 2)]  # fmt: skip
+        result = await scope.import_lines(lines)
+        assert (result.entities, result.observations, result.skipped) == (1, 3, 2)
+    assert _changed_at(db_path) == {"Old": _at(6), "Gone": _at(8), "Zed": _at(5), "Yan": _at(7)}
+    # Yan's only fact was skipped: changed_at is its creation, as for the stored rows.
+
+
+async def test_entities_are_numbered_in_the_order_lines_name_them(db_path: Path) -> None:
+    reference = json.dumps(
+        {"type": "entity", "name": "Bea", "entityType": "t", "observations": ["x"]}
+    )
+    lines = [_fact("o1", "Ann", 1), _relation(2, "knows").replace("Alice", "Cid"), reference,
+             _fact("o3", "Dan", 3), _fact("o4", "bea", 4)]  # fmt: skip
+    async with GraphMemory.open(db_path) as mem:
+        await mem.scope(app="a", user="u").import_lines(lines)
+    with sqlite3.connect(db_path) as conn:
+        names = [name for (name,) in conn.execute("SELECT name FROM entity ORDER BY id")]
+    assert names == ["Ann", "Cid", "Bob", "Bea", "Dan"]
