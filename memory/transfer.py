@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import marshal
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import groupby
 from operator import itemgetter
@@ -20,6 +21,7 @@ from typing import Any, BinaryIO, NamedTuple
 from pydantic import BaseModel, ValidationError
 from pydantic_core import from_json
 
+from .check_helper import CheckHelper, HelperGone, cores
 from .errors import InvalidInputError
 from .models import ForgetArgs, RecordTurnsArgs, RelateArgs, RememberArgs
 from .names import match_key, relation_type
@@ -171,54 +173,160 @@ class ImportPlan:
             raise ValueError("batch_size must be at least 1")
         self.batch_size = batch_size
         self.lines = 0  # lines that gave steps (all but blank ones)
-        self._pending: list[Step] = []
-        self._batches = 0
+        self._chunks = 0
         self._file = spool
 
-    def add(self, step: Step) -> None:
-        self._pending.append(step)
-        if len(self._pending) == self.batch_size:
-            self._spool()
+    def add(self, steps: list[Step], lines: int) -> None:
+        """Spool the steps of the next `lines` lines."""
+        self.add_marshalled(marshal.dumps(steps), lines)  # plain values: the fastest format
 
-    def _spool(self) -> None:
-        data = marshal.dumps(self._pending)  # plain values only: the fastest format
+    def add_marshalled(self, data: bytes, lines: int) -> None:
         self._file.write(len(data).to_bytes(8, "little") + data)
-        self._batches += 1
-        self._pending = []
+        self._chunks += 1
+        self.lines += lines
 
     def batches(self) -> Iterator[list[Step]]:
         """The steps, batch by batch, in line order."""
-        if self._pending:
-            self._spool()
         self._file.seek(0)
-        for _ in range(self._batches):
+        steps: list[Step] = []
+        for _ in range(self._chunks):
             size = int.from_bytes(self._file.read(8), "little")
-            yield marshal.loads(self._file.read(size))
+            steps += marshal.loads(self._file.read(size))
+            while len(steps) >= self.batch_size:
+                yield steps[: self.batch_size]
+                del steps[: self.batch_size]
+        if steps:
+            yield steps
 
 
-def check_import(lines: Iterable[str], spool: BinaryIO, batch_size: int = BATCH_SIZE) -> ImportPlan:
+# Lines checked at a time, by this process or by the helper (`check_helper`): the
+# helper is started only for an import longer than this, on a machine with two cores.
+CHUNK_LINES = 20_000
+
+
+def check_import(
+    lines: Iterable[str], spool: BinaryIO, batch_size: int = BATCH_SIZE, *, helper: bool = True
+) -> ImportPlan:
     """Check every line and plan the steps that write them, numbered by line, in `spool`
-    (an empty binary file).
+    (an empty binary file). With `helper`, an import longer than one chunk is checked in
+    two processes: the helper takes a chunk whenever it has fewer than two to do.
 
     Raises:
         InvalidInputError: naming the first bad line and what is wrong with it.
     """
     plan = ImportPlan(spool, batch_size)
+    checker: CheckHelper | None = None
+    # Each chunk in line order: sent to the helper, checked here, or refused here.
+    chunks: deque[tuple[int, list[str]] | tuple[list[Step], int] | InvalidInputError] = deque()
+    try:
+        for start, chunk in _chunks(lines, CHUNK_LINES):
+            if checker is None and helper and start > 1 and cores() > 1:
+                checker, helper = _start_helper(), False
+            if checker is not None and checker.waiting < 2:
+                try:
+                    checker.check(start, chunk)
+                    chunks.append((start, chunk))
+                    continue
+                except HelperGone:
+                    checker = _stop_helper(checker)
+            try:
+                chunks.append(check_lines(start, chunk))
+            except InvalidInputError as exc:
+                chunks.append(exc)  # told once the chunks before it are
+                break
+            checker = _spool_checked(plan, chunks, checker, wait=False)
+        _spool_checked(plan, chunks, checker, wait=True)
+    finally:
+        if checker is not None:
+            checker.close()
+    return plan
+
+
+def _spool_checked(
+    plan: ImportPlan,
+    chunks: deque[Any],
+    checker: CheckHelper | None,
+    wait: bool,
+) -> CheckHelper | None:
+    """Spool the checked chunks at the front of `chunks`, in order, waiting for the
+    helper's replies if `wait`. A chunk the helper did not answer is checked here.
+    Returns the helper, or None once it is gone.
+
+    Raises:
+        InvalidInputError: the first bad line of the chunks spooled.
+    """
+    while chunks:
+        item = chunks[0]
+        if isinstance(item, InvalidInputError):
+            raise item
+        if isinstance(item[1], list):  # (start, lines): sent to the helper
+            if checker is not None and not wait and not checker.answered():
+                return checker
+            try:
+                if checker is None:
+                    raise HelperGone
+                passed, count, message, steps = checker.result()
+            except HelperGone:
+                checker = _stop_helper(checker)
+                chunks[0] = check_lines(*item)
+                continue
+            if not passed:
+                raise InvalidInputError(message)
+            plan.add_marshalled(steps, count)
+        else:
+            plan.add(*item)
+        chunks.popleft()
+    return checker
+
+
+def _chunks(lines: Iterable[str], size: int) -> Iterator[tuple[int, list[str]]]:
+    """The lines in lists of `size`, each with the number of its first line."""
+    chunk: list[str] = []
+    start = 1
     for number, line in enumerate(lines, start=1):
+        chunk.append(line)
+        if len(chunk) == size:
+            yield start, chunk
+            start, chunk = number + 1, []
+    if chunk:
+        yield start, chunk
+
+
+def _start_helper() -> CheckHelper | None:
+    try:
+        return CheckHelper()
+    except HelperGone:
+        return None
+
+
+def _stop_helper(checker: CheckHelper | None) -> None:
+    if checker is not None:
+        checker.close()
+
+
+def check_lines(start: int, lines: list[str]) -> tuple[list[Step], int]:
+    """The steps of `lines`, numbered from `start`, and how many lines gave steps.
+
+    Raises:
+        InvalidInputError: naming the first bad line and what is wrong with it.
+    """
+    steps: list[Step] = []
+    count = 0
+    for number, line in enumerate(lines, start=start):
         if not line.strip():
             continue
         try:
             record = _decode(line)
             step = _plain_step(record)
-            steps = () if step is not None else _record_steps(record)
+            more = () if step is not None else _record_steps(record)
         except (ValueError, InvalidInputError, ValidationError) as exc:  # JSONDecodeError too
             raise InvalidInputError(f"line {number}: {exc}") from None
         if step is not None:
-            plan.add((number, *step))
-        for step in steps:
-            plan.add((number, *step))
-        plan.lines += 1
-    return plan
+            steps.append((number, *step))
+        for other in more:
+            steps.append((number, *other))
+        count += 1
+    return steps, count
 
 
 def _decode(line: str) -> Any:

@@ -8,7 +8,7 @@ import itertools
 import json
 import re
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
@@ -17,9 +17,17 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
 from memory import GraphMemory, InvalidInputError
+from memory.check_helper import CheckHelper, HelperGone
 from memory.store import BULK_CHECKPOINT_PAGES
 from memory.timestamps import format_time
-from memory.transfer import ImportPlan, _decode, _plain_step, _record_steps, check_import
+from memory.transfer import (
+    ImportPlan,
+    Step,
+    _decode,
+    _plain_step,
+    _record_steps,
+    check_import,
+)
 from memory.validation import (
     FACT_MAX,
     LABEL_MAX,
@@ -493,3 +501,87 @@ async def test_entities_are_numbered_in_the_order_lines_name_them(db_path: Path)
     with sqlite3.connect(db_path) as conn:
         names = [name for (name,) in conn.execute("SELECT name FROM entity ORDER BY id")]
     assert names == ["Ann", "Cid", "Bob", "Bea", "Dan"]
+
+
+def _plan_steps(lines: list[str], helper: bool, batch_size: int = 4) -> list[list[Step]]:
+    return list(check_import(lines, io.BytesIO(), batch_size, helper=helper).batches())
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of 3 lines on a machine of two cores: the helper process checks some."""
+    monkeypatch.setattr("memory.transfer.CHUNK_LINES", 3)
+    monkeypatch.setattr("memory.transfer.cores", lambda: 2)
+
+
+@pytest.mark.usefixtures("small_chunks")
+def test_the_helper_process_plans_the_same_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = [_observation(i) if i % 4 else "" for i in range(40)] + [_turn(1), _relation(1, "x")]
+    started: list[object] = []
+    monkeypatch.setattr("memory.transfer.CheckHelper", _Recorded(started, CheckHelper))
+    alone = _plan_steps(lines, helper=False)
+    assert not started
+    together = _plan_steps(lines, helper=True)
+    assert started and together == alone
+    assert [len(batch) for batch in together] == [4] * 8  # 32 steps, 10 blank lines
+
+
+@pytest.mark.usefixtures("small_chunks")
+@pytest.mark.parametrize("first_bad", [5, 8, 14, 15])
+def test_the_first_bad_line_is_told_whoever_checked_it(first_bad: int) -> None:
+    lines = [_observation(i) for i in range(1, 31)]
+    for bad in (first_bad, first_bad + 3, 25):  # in other chunks, checked by either side
+        lines[bad - 1] = lines[bad - 1].replace('"text"', '"txt"')
+    with pytest.raises(InvalidInputError, match=rf"^line {first_bad}: field 'text'"):
+        _plan_steps(lines, helper=True)
+
+
+class _Gone:
+    """A helper that stops answering after `answers` replies."""
+
+    def __init__(self, answers: int) -> None:
+        self.inner = CheckHelper()
+        self.answers = answers
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def result(self) -> tuple[bool, int, str, bytes]:
+        if self.answers == 0:
+            raise HelperGone("gone")
+        self.answers -= 1
+        return self.inner.result()
+
+
+class _Recorded:
+    def __init__(self, started: list[object], make: Callable[[], object]) -> None:
+        self.started, self.make = started, make
+
+    def __call__(self) -> object:
+        helper = self.make()
+        self.started.append(helper)
+        return helper
+
+
+@pytest.mark.usefixtures("small_chunks")
+@pytest.mark.parametrize("answers", [0, 2])
+def test_chunks_a_gone_helper_did_not_answer_are_checked_here(
+    monkeypatch: pytest.MonkeyPatch, answers: int
+) -> None:
+    lines = [_observation(i) for i in range(20)]
+    alone = _plan_steps(lines, helper=False)
+    monkeypatch.setattr("memory.transfer.CheckHelper", lambda: _Gone(answers))
+    assert _plan_steps(lines, helper=True) == alone
+
+
+@pytest.mark.usefixtures("small_chunks")
+def test_a_helper_that_cannot_start_leaves_the_checking_here(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def cannot_start() -> None:
+        raise HelperGone("no interpreter")
+
+    lines = [_observation(i) for i in range(20)]
+    alone = _plan_steps(lines, helper=False)
+    monkeypatch.setattr("memory.transfer.CheckHelper", cannot_start)
+    assert _plan_steps(lines, helper=True) == alone
