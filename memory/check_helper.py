@@ -1,24 +1,20 @@
 """A second Python process for a large import's check pass.
 
 Checking is pure CPU (~10 us a line), and nothing may be written before every line
-has passed, so on a machine with two cores a second process checks every other
-chunk of lines while this one checks the rest: the check pass takes about half the
-time. The helper runs this module's `serve` (not `multiprocessing`, which would
-import the caller's `__main__` again) and speaks marshal over its stdin and stdout,
-each side reading the other's messages on a thread, so that neither waits on a
-full pipe. Anything wrong with the helper only makes the
-caller check the chunk itself (`HelperGone`).
-"""
+has passed, so on a machine with two cores a second process checks some chunks of
+lines while this one checks the others. The helper runs this module's `serve` (not
+`multiprocessing`, which would import the caller's `__main__` again) and speaks
+marshal over its stdin and stdout, one chunk at a time. Anything wrong with the
+helper only makes the caller check the chunk itself (`HelperGone`)."""
 
 from __future__ import annotations
 
 import contextlib
 import marshal
 import os
-import queue
+import select
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -33,7 +29,9 @@ class HelperGone(Exception):
 
 
 def cores() -> int:
-    """CPUs this process may run on."""
+    """CPUs this process may run on; 1 where pipes cannot be polled (Windows)."""
+    if os.name != "posix":
+        return 1
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
@@ -57,9 +55,9 @@ def _receive(pipe: BinaryIO) -> Any:
 
 
 class CheckHelper:
-    """The helper process, checking the chunks of lines it is sent, in order. A thread
-    on each side reads the pipe into memory, so a side that sends never waits for the
-    other to finish what it is doing."""
+    """The helper process, given one chunk of lines at a time: it is sent a chunk only
+    when idle, and its reply is read only once it has begun to come, so neither
+    process ever waits on the other's pipe (and no thread contends for the GIL)."""
 
     def __init__(self) -> None:
         # The helper must import this very package, wherever it was imported from.
@@ -74,41 +72,51 @@ class CheckHelper:
             )
         except OSError as exc:  # no interpreter to start (a frozen application)
             raise HelperGone(str(exc)) from None
-        self.waiting = 0  # chunks sent, not yet answered
-        self._replies: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._reader = threading.Thread(
-            target=_read_all, args=(self._process.stdout, self._replies), daemon=True
-        )
-        self._reader.start()
+        # Busy until it says it is ready: a chunk sent while it is still importing
+        # would fill the pipe and keep this process waiting.
+        self.busy = True
+        self._starting = True
+
+    def idle(self) -> bool:
+        """Whether the helper can take a chunk now."""
+        if self._starting and self.answered():
+            self.result()  # the helper's word that it is ready
+            self._starting = False
+        return not self.busy
 
     def check(self, start: int, lines: list[str]) -> None:
         """Send the lines numbered from `start` to be checked; `result` gives the reply."""
-        assert self._process.stdin is not None
+        assert self._process.stdin is not None and not self.busy
         try:
             _send(self._process.stdin, (start, lines))
         except OSError as exc:  # the helper has exited
             raise HelperGone(str(exc)) from None
-        self.waiting += 1
+        self.busy = True
 
     def answered(self) -> bool:
-        """Whether the reply to the oldest chunk not yet taken has come."""
-        return not self._replies.empty()
+        """Whether the reply to the chunk sent has begun to come (or the helper ended)."""
+        assert self._process.stdout is not None
+        return bool(select.select([self._process.stdout], [], [], 0)[0])
 
-    def result(self) -> tuple[bool, int, str, bytes]:
-        """The reply to the oldest chunk not yet taken: (passed, lines, error message,
-        marshalled steps)."""
-        reply = self._replies.get()
-        if reply is None:
-            raise HelperGone("the helper stopped answering")
-        self.waiting -= 1
+    def result(self) -> tuple[int, bool, int, str, bytes]:
+        """The reply to the chunk sent: (its first line number, passed, lines, error
+        message, marshalled steps)."""
+        assert self._process.stdout is not None
+        try:
+            reply = _receive(self._process.stdout)
+        except (EOFError, ValueError, OSError) as exc:
+            raise HelperGone(f"the helper stopped answering ({exc!r})") from None
+        self.busy = False
         return reply
 
     def close(self) -> None:
-        """Let the helper end (its input closes, and a reply it is still writing finds
-        no reader), and reap it."""
+        """End the helper (its input closes; one still checking a chunk no longer
+        wanted is stopped), and reap it."""
         for pipe in (self._process.stdin, self._process.stdout):
             with contextlib.suppress(OSError):
                 pipe.close()  # type: ignore[union-attr]
+        if self.busy:
+            self._process.kill()
         try:
             self._process.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -116,30 +124,23 @@ class CheckHelper:
             self._process.wait()
 
 
-def _read_all(pipe: BinaryIO, into: queue.SimpleQueue[Any]) -> None:
-    """Put each message read from `pipe` into `into`, then None when it ends."""
-    try:
-        while True:
-            into.put(_receive(pipe))
-    except (EOFError, ValueError, OSError):
-        into.put(None)
-
-
 def serve() -> None:
     """The helper's loop: check each chunk it is sent, until its input ends."""
     from .errors import InvalidInputError
     from .transfer import check_lines
 
-    requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    threading.Thread(target=_read_all, args=(sys.stdin.buffer, requests), daemon=True).start()
-    replies = sys.stdout.buffer
-    while (request := requests.get()) is not None:
-        start, lines = request
+    requests, replies = sys.stdin.buffer, sys.stdout.buffer
+    _send(replies, (0, True, 0, "", b""))  # ready
+    while True:
+        try:
+            start, lines = _receive(requests)
+        except EOFError:
+            return
         try:
             steps, count = check_lines(start, lines)
-            reply = (True, count, "", marshal.dumps(steps))
+            reply = (start, True, count, "", marshal.dumps(steps))
         except InvalidInputError as exc:
-            reply = (False, 0, str(exc), b"")
+            reply = (start, False, 0, str(exc), b"")
         try:
             _send(replies, reply)
         except BrokenPipeError:  # the import ended without this reply

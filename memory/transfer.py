@@ -14,6 +14,7 @@ import json
 import marshal
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from itertools import groupby
 from operator import itemgetter
 from typing import Any, BinaryIO, NamedTuple
@@ -201,7 +202,7 @@ class ImportPlan:
 
 # Lines checked at a time, by this process or by the helper (`check_helper`): the
 # helper is started only for an import longer than this, on a machine with two cores.
-CHUNK_LINES = 20_000
+CHUNK_LINES = 10_000
 
 
 def check_import(
@@ -209,72 +210,92 @@ def check_import(
 ) -> ImportPlan:
     """Check every line and plan the steps that write them, numbered by line, in `spool`
     (an empty binary file). With `helper`, an import longer than one chunk is checked in
-    two processes: the helper takes a chunk whenever it has fewer than two to do.
+    two processes: the helper is given the next chunk whenever it is idle, and this
+    process checks the others and never waits for it: at the end, a chunk the helper
+    has not answered yet is checked here.
 
     Raises:
         InvalidInputError: naming the first bad line and what is wrong with it.
     """
     plan = ImportPlan(spool, batch_size)
     checker: CheckHelper | None = None
-    # Each chunk in line order: sent to the helper, checked here, or refused here.
-    chunks: deque[tuple[int, list[str]] | tuple[list[Step], int] | InvalidInputError] = deque()
+    chunks: deque[Chunk] = deque()  # in line order, not yet spooled
     try:
-        for start, chunk in _chunks(lines, CHUNK_LINES):
+        for start, part in _chunks(lines, CHUNK_LINES):
             if checker is None and helper and start > 1 and cores() > 1:
                 checker, helper = _start_helper(), False
-            if checker is not None and checker.waiting < 2:
+            chunk = Chunk(start, part)
+            chunks.append(chunk)
+            if checker is not None and checker.idle():
                 try:
-                    checker.check(start, chunk)
-                    chunks.append((start, chunk))
-                    continue
+                    checker.check(start, part)
+                    chunk.sent = True
                 except HelperGone:
                     checker = _stop_helper(checker)
-            try:
-                chunks.append(check_lines(start, chunk))
-            except InvalidInputError as exc:
-                chunks.append(exc)  # told once the chunks before it are
-                break
+            if not chunk.sent:
+                chunk.check_here()
+                if chunk.error is not None:
+                    break  # told once the chunks before it are spooled
             checker = _spool_checked(plan, chunks, checker, wait=False)
-        _spool_checked(plan, chunks, checker, wait=True)
+        checker = _spool_checked(plan, chunks, checker, wait=True)
     finally:
         if checker is not None:
             checker.close()
     return plan
 
 
+@dataclass
+class Chunk:
+    """Lines numbered from `start`, sent to the helper or checked here."""
+
+    start: int
+    lines: list[str]
+    sent: bool = False
+    steps: list[Step] = field(default_factory=list)
+    count: int = 0  # lines that gave steps
+    error: InvalidInputError | None = None
+
+    def check_here(self) -> None:
+        try:
+            self.steps, self.count = check_lines(self.start, self.lines)
+        except InvalidInputError as exc:
+            self.error = exc
+        self.sent, self.lines = False, []
+
+
 def _spool_checked(
-    plan: ImportPlan,
-    chunks: deque[Any],
-    checker: CheckHelper | None,
-    wait: bool,
+    plan: ImportPlan, chunks: deque[Chunk], checker: CheckHelper | None, wait: bool
 ) -> CheckHelper | None:
-    """Spool the checked chunks at the front of `chunks`, in order, waiting for the
-    helper's replies if `wait`. A chunk the helper did not answer is checked here.
-    Returns the helper, or None once it is gone.
+    """Spool the checked chunks at the front of `chunks`, in order. The chunk the helper
+    has is spooled once it answers; with `wait`, it is checked here instead if the
+    answer has not begun to come, and the helper is stopped. Returns the helper, or
+    None once it is gone.
 
     Raises:
         InvalidInputError: the first bad line of the chunks spooled.
     """
     while chunks:
-        item = chunks[0]
-        if isinstance(item, InvalidInputError):
-            raise item
-        if isinstance(item[1], list):  # (start, lines): sent to the helper
-            if checker is not None and not wait and not checker.answered():
-                return checker
+        chunk = chunks[0]
+        if chunk.sent:
+            if checker is not None and not checker.answered():
+                if not wait:
+                    return checker
+                checker = _stop_helper(checker)
             try:
                 if checker is None:
                     raise HelperGone
-                passed, count, message, steps = checker.result()
+                _, passed, count, message, steps = checker.result()
             except HelperGone:
                 checker = _stop_helper(checker)
-                chunks[0] = check_lines(*item)
+                chunk.check_here()
                 continue
             if not passed:
                 raise InvalidInputError(message)
             plan.add_marshalled(steps, count)
+        elif chunk.error is not None:
+            raise chunk.error
         else:
-            plan.add(*item)
+            plan.add(chunk.steps, chunk.count)
         chunks.popleft()
     return checker
 
