@@ -226,12 +226,12 @@ def check_import(
                 checker, helper = _start_helper(), False
             chunk = Chunk(start, part)
             chunks.append(chunk)
-            if checker is not None and checker.idle():
-                try:
+            try:
+                if checker is not None and checker.idle():
                     checker.check(start, part)
                     chunk.sent = True
-                except HelperGone:
-                    checker = _stop_helper(checker)
+            except HelperGone:
+                checker = _stop_helper(checker)
             if not chunk.sent:
                 chunk.check_here()
                 if chunk.error is not None:

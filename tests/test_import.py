@@ -585,3 +585,16 @@ def test_a_helper_that_cannot_start_leaves_the_checking_here(
     alone = _plan_steps(lines, helper=False)
     monkeypatch.setattr("memory.transfer.CheckHelper", cannot_start)
     assert _plan_steps(lines, helper=True) == alone
+
+
+@pytest.mark.usefixtures("small_chunks")
+@pytest.mark.parametrize(
+    "program", ["raise SystemExit(3)", "import sys; sys.stdout.buffer.write(b'nonsense')"]
+)
+def test_a_helper_that_dies_or_talks_nonsense_leaves_the_checking_here(
+    monkeypatch: pytest.MonkeyPatch, program: str
+) -> None:
+    lines = [_observation(i) for i in range(20)]
+    alone = _plan_steps(lines, helper=False)
+    monkeypatch.setattr("memory.check_helper.SERVE", program)
+    assert _plan_steps(lines, helper=True) == alone
