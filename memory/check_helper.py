@@ -22,6 +22,7 @@ __all__ = ["CheckHelper", "HelperGone", "cores", "serve"]
 
 SERVE = "from memory.check_helper import serve; serve()"
 HEADER = 8  # bytes of length before each message
+PART = 1 << 22  # bytes read at a time
 
 
 class HelperGone(Exception):
@@ -47,11 +48,14 @@ def _receive(pipe: BinaryIO) -> Any:
     header = pipe.read(HEADER)
     if len(header) < HEADER:
         raise EOFError
-    size = int.from_bytes(header, "little")
-    data = pipe.read(size)
-    if len(data) < size:
-        raise EOFError
-    return marshal.loads(data)
+    parts, left = [], int.from_bytes(header, "little")
+    while left:  # by parts: a length that is not one is never allocated at once
+        part = pipe.read(min(left, PART))
+        if not part:
+            raise EOFError
+        parts.append(part)
+        left -= len(part)
+    return marshal.loads(b"".join(parts))
 
 
 class CheckHelper:

@@ -597,4 +597,13 @@ def test_a_helper_that_dies_or_talks_nonsense_leaves_the_checking_here(
     lines = [_observation(i) for i in range(20)]
     alone = _plan_steps(lines, helper=False)
     monkeypatch.setattr("memory.check_helper.SERVE", program)
+    monkeypatch.setattr("memory.transfer.CheckHelper", _Ended)
     assert _plan_steps(lines, helper=True) == alone
+
+
+class _Ended(CheckHelper):
+    """A helper whose process has ended by the time it is first asked anything."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._process.wait()
