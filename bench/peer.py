@@ -27,6 +27,10 @@ output schema. After a warm-up, per operation:
 The ratio is the reference's median over chronomem's. Targets, reported and never
 asserted: every operation at least 10x faster at 5,000 entities, 30x at 20,000.
 
+The report also gives the least a call costs through this client: a search that
+finds nothing (a result of a few bytes), so the client's and the SDK's own share of
+every round trip, which bounds the ratio any read can reach.
+
 A second table gives the same round trips less the client's output-schema check,
 with each result's size: the SDK checks results with jsonschema in Python, at a
 cost that grows with the result, and chronomem's results are larger (every fact
@@ -66,6 +70,7 @@ RELATION_TYPES = [
     "works_with", "reports_to", "knows", "depends_on", "part_of", "located_in", "mentions",
 ]  # fmt: skip
 WARMUP = 3
+NO_MATCH = "qqzx vvkj"  # not in the vocabulary: both servers find nothing
 TARGETS = {5_000: 10.0, 20_000: 30.0}  # entities -> smallest ratio wanted, every operation
 
 # operation -> (reference tool, chronomem tool); arguments are built per call below
@@ -200,6 +205,7 @@ class Timings:
         self.check: dict[str, list[float]] = {}
         self.size: dict[str, list[int]] = {}
         self.hits: list[int] = []
+        self.floor: list[float] = []  # round trips of a search that finds nothing
 
     def add(self, operation: str, total: float, check: float, size: int) -> None:
         self.total.setdefault(operation, []).append(total)
@@ -248,6 +254,13 @@ async def measure(
                 timings.add(operation, elapsed, sum(checks), size)
                 if operation == "search_nodes":
                     timings.hits.append(hits(server, result.structured_content))
+        for i in range(len(calls["search_nodes"])):
+            started = time.perf_counter()
+            result = await client.call_tool("search_nodes", {"query": NO_MATCH})
+            if i >= WARMUP:
+                timings.floor.append(time.perf_counter() - started)
+            if hits(server, result.structured_content):
+                raise RuntimeError(f"{server} found something for {NO_MATCH!r}")
     return timings
 
 
@@ -326,6 +339,10 @@ async def run_size(
         "file_bytes": file_bytes,
         "import_seconds": import_seconds,
         "imported": imported,
+        "no_match_search_p50_ms": {
+            "reference": percentile(theirs.floor, 50) * 1000,
+            "chronomem": percentile(mine.floor, 50) * 1000,
+        },
         "search_hits_mean": {
             "reference": statistics.fmean(theirs.hits),
             "chronomem": statistics.fmean(mine.hits),
@@ -381,6 +398,24 @@ def report(results: list[dict[str, Any]], versions: dict[str, str], runs: int) -
                    f"{o['reference']['response_kb_mean']:.1f}",
                    f"{o['chronomem']['response_kb_mean']:.1f}"],
     )  # fmt: skip
+    print(
+        "\nThe least a call costs through this client, a search that finds nothing (p50 ms),"
+        "\nand so the highest ratio a read could reach (the reference's p50 over that):\n"
+    )
+    print("| entities | reference | chronomem | ceiling: search_nodes | ceiling: open_nodes |")
+    print("|---|---|---|---|---|")
+    for r in results:
+        least = r["no_match_search_p50_ms"]
+        ceilings = [
+            f"{ratio(o['reference']['p50_ms'], least['chronomem']):.1f}x"
+            for operation, o in r["operations"].items()
+            if operation != "write one fact"
+        ]
+        print(
+            f"| {r['entities']:,} | {least['reference']:.2f} | {least['chronomem']:.2f} | "
+            + " | ".join(ceilings)
+            + " |"
+        )
     for r in results:
         wanted = TARGETS.get(r["entities"])
         if wanted is not None:

@@ -951,3 +951,20 @@ WRITERS: dict[str, Callable[..., None]] = {  # the reference format's steps, one
 def export_lines(records: Iterable[dict[str, Any]]) -> Iterator[str]:
     for record in records:
         yield json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+
+def text_lines(raw_lines: Iterable[bytes]) -> Iterator[str]:
+    """The lines of a file opened in binary mode, as text: UTF-8, an optional byte
+    order mark first (as Windows editors write), and a line that is not UTF-8 named
+    by its number, which a file decoded as a whole could not say.
+
+    Raises:
+        InvalidInputError: naming the first line that is not UTF-8 text.
+    """
+    for number, raw in enumerate(raw_lines, start=1):
+        try:
+            yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidInputError(
+                f"line {number}: not UTF-8 text (byte {exc.start + 1} of the line)"
+            ) from None

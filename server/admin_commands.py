@@ -129,15 +129,18 @@ def import_(file, as_json, **scope):  # type: ignore[no-untyped-def]
     Every line is checked first: a malformed line names its number and nothing is kept.
     Example: chronomem import memory.jsonl
     """
+    from memory.transfer import text_lines
+
     show = sys.stderr.isatty() and not as_json
     progress = Progress(console=Console(stderr=True), transient=True) if show else None
 
     async def load(s: MemoryScope) -> Any:
         # The file is streamed (the import holds one batch at a time, not the file).
-        with file.open(encoding="utf-8") as lines:
+        with file.open("rb") as raw:
+            lines = text_lines(raw)
             if progress is None:
                 return await s.import_lines(lines)
-            with file.open(encoding="utf-8") as counted, progress:
+            with file.open("rb") as counted, progress:
                 task = progress.add_task("importing", total=sum(1 for n in counted if n.strip()))
                 return await s.import_lines(lines, progress=lambda n: progress.advance(task, n))
 

@@ -64,7 +64,12 @@ def test_peer_runs(tmp_path: Path) -> None:
     for operation in ("search_nodes", "open_nodes (3 names)", "write one fact"):
         assert f"| 20 | {operation} |" in out
     assert "@modelcontextprotocol/server-memory 2026.8.31" in out
-    assert (tmp_path / "r.json").exists()
+    assert (
+        "| entities | reference | chronomem | ceiling: search_nodes | ceiling: open_nodes |" in out
+    )
+    result = json.loads((tmp_path / "r.json").read_text())
+    least = result["sizes"][0]["no_match_search_p50_ms"]
+    assert least["reference"] > 0 and least["chronomem"] > 0
 
 
 @pytest.mark.parametrize("client", ["raw", "sdk"])

@@ -169,6 +169,25 @@ def test_a_malformed_line_is_named_and_nothing_is_kept(
     assert cli.json("stats")["entities"] == 0
 
 
+def test_a_line_that_is_not_utf8_is_named_and_nothing_is_kept(cli: Cli, tmp_path: Path) -> None:
+    good = b'{"type": "entity", "name": "Kept?", "entityType": "t", "observations": ["no"]}'
+    source = tmp_path / "latin1.jsonl"
+    source.write_bytes(good + b"\n" + good.replace(b"Kept?", b"Caf\xe9") + b"\n")
+    failed = cli("import", str(source), code=2)
+    assert "line 2: not UTF-8 text (byte 32 of the line)" in failed.stderr
+    assert cli.json("stats")["entities"] == 0
+
+
+def test_a_byte_order_mark_before_the_first_line_is_read_as_nothing(
+    cli: Cli, tmp_path: Path
+) -> None:
+    source = tmp_path / "notepad.jsonl"
+    line = '{"type": "entity", "name": "Zoë", "entityType": "t", "observations": ["ok"]}'
+    source.write_bytes(line.encode("utf-8-sig") + b"\r\n")
+    assert cli.json("import", str(source))["observations"] == 1
+    assert cli.json("open", "Zoë")["entities"][0]["name"] == "Zoë"
+
+
 def _raw(db: Path) -> bytes:
     return b"".join(p.read_bytes() for p in db.parent.glob(db.name + "*"))
 

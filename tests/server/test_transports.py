@@ -214,3 +214,27 @@ def test_network_transports_run_on_uvloop_and_httptools() -> None:
         8765,
         "on",
     )
+
+
+async def test_serving_freezes_what_was_loaded_out_of_the_collectors_reach(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The objects loaded before serving are frozen, so a full collection skips them."""
+    import gc
+
+    from server import transports
+
+    settings = Settings(":memory:")
+    server = build_server(settings)
+    seen: list[int] = []
+
+    async def run_stdio() -> None:
+        seen.append(gc.get_freeze_count())
+
+    monkeypatch.setattr(server, "run_stdio_async", run_stdio)
+    gc.unfreeze()
+    try:
+        await transports.serve(server, settings, "stdio", HOST, 0)
+    finally:
+        gc.unfreeze()
+    assert seen and seen[0] > 10_000
