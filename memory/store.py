@@ -94,6 +94,7 @@ class Tx:
         self._caps = caps
         self._unindexed: dict[str, list[int]] = {}  # kind -> rowids added, not yet indexed
         self._unraised: dict[str, list[int]] = {}  # kind -> rowids whose entities' changed_at
+        # is not yet raised (see `schema.CHANGED_NEW`)
         self._added: dict[str, int] = {}  # kind -> rows added in this transaction
 
     def all(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:

@@ -221,21 +221,23 @@ def check_import(
     checker: CheckHelper | None = None
     chunks: deque[Chunk] = deque()  # in line order, not yet spooled
     try:
-        for start, part in _chunks(lines, CHUNK_LINES):
+        for start, part, unread in _chunks(lines, CHUNK_LINES):
             if checker is None and helper and start > 1 and cores() > 1:
                 checker, helper = _start_helper(), False
             chunk = Chunk(start, part)
             chunks.append(chunk)
             try:
-                if checker is not None and checker.idle():
+                if checker is not None and part and checker.idle():
                     checker.check(start, part)
                     chunk.sent = True
             except HelperGone:
                 checker = _stop_helper(checker)
             if not chunk.sent:
                 chunk.check_here()
-                if chunk.error is not None:
-                    break  # told once the chunks before it are spooled
+            if unread is not None and chunk.error is None:
+                chunks.append(Chunk(start + len(part), [], error=unread))
+            if chunk.error is not None or unread is not None:
+                break  # told once the chunks before it are spooled
             checker = _spool_checked(plan, chunks, checker, wait=False)
         checker = _spool_checked(plan, chunks, checker, wait=True)
     finally:
@@ -253,7 +255,7 @@ class Chunk:
     sent: bool = False
     steps: list[Step] = field(default_factory=list)
     count: int = 0  # lines that gave steps
-    error: InvalidInputError | None = None
+    error: Exception | None = None  # the first bad line's, or one reading the input
 
     def check_here(self) -> None:
         try:
@@ -300,17 +302,29 @@ def _spool_checked(
     return checker
 
 
-def _chunks(lines: Iterable[str], size: int) -> Iterator[tuple[int, list[str]]]:
-    """The lines in lists of `size`, each with the number of its first line."""
+def _chunks(lines: Iterable[str], size: int) -> Iterator[tuple[int, list[str], Exception | None]]:
+    """The lines in lists of `size`, each with the number of its first line. An error
+    reading the input (a line that is not UTF-8) comes with the lines read before it,
+    to be told only if none of them is bad, as when lines were checked as read."""
     chunk: list[str] = []
-    start = 1
-    for number, line in enumerate(lines, start=1):
+    start = number = 0
+    iterator = iter(lines)
+    while True:
+        try:
+            line = next(iterator)
+        except StopIteration:
+            break
+        except (InvalidInputError, ValueError, OSError) as exc:
+            yield start or number + 1, chunk, exc
+            return
+        number += 1
+        start = start or number
         chunk.append(line)
         if len(chunk) == size:
-            yield start, chunk
-            start, chunk = number + 1, []
+            yield start, chunk, None
+            start, chunk = 0, []
     if chunk:
-        yield start, chunk
+        yield start, chunk, None
 
 
 def _start_helper() -> CheckHelper | None:
@@ -651,7 +665,7 @@ class Batch:
         self, name: str, entity_type: str, project: str | None, recorded_at: int
     ) -> tuple[int, bool]:
         """The id of a looked-up entity, and whether this creates it. A new one is given
-        the id SQLite will give it and is written by `write_new_entities`."""
+        the id SQLite will give it, and `_write_rows` writes it."""
         key = match_key(name)
         known = self.entity_ids.get(key)
         if known is not None:

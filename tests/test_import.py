@@ -8,7 +8,7 @@ import itertools
 import json
 import re
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -503,7 +503,7 @@ async def test_entities_are_numbered_in_the_order_lines_name_them(db_path: Path)
     assert names == ["Ann", "Cid", "Bob", "Bea", "Dan"]
 
 
-def _plan_steps(lines: list[str], helper: bool, batch_size: int = 4) -> list[list[Step]]:
+def _plan_steps(lines: Iterable[str], helper: bool, batch_size: int = 4) -> list[list[Step]]:
     return list(check_import(lines, io.BytesIO(), batch_size, helper=helper).batches())
 
 
@@ -607,3 +607,25 @@ class _Ended(CheckHelper):
     def __init__(self) -> None:
         super().__init__()
         self._process.wait()
+
+
+def _then_failing(lines: list[str], error: Exception) -> Iterator[str]:
+    yield from lines
+    raise error
+
+
+@pytest.mark.usefixtures("small_chunks")
+@pytest.mark.parametrize("helper", [False, True])
+@pytest.mark.parametrize("bad", [None, 2, 7])
+def test_an_error_reading_the_input_is_told_after_the_lines_before_it(
+    helper: bool, bad: int | None
+) -> None:
+    """Lines are checked a chunk at a time: an error while reading a later line (one
+    that is not UTF-8) must not hide a bad line before it, nor be lost."""
+    lines = [_observation(i) for i in range(1, 9)]
+    if bad:
+        lines[bad - 1] = "{"
+    unreadable = InvalidInputError("line 9: not UTF-8 text (byte 3 of the line)")
+    expected = rf"^line {bad}: Expecting" if bad else "^line 9: not UTF-8"
+    with pytest.raises(InvalidInputError, match=expected):
+        _plan_steps(_then_failing(lines, unreadable), helper=helper)
