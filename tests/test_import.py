@@ -4,18 +4,30 @@ nothing), then the steps spooled to a file and written a batch per transaction."
 from __future__ import annotations
 
 import io
+import itertools
 import json
+import re
 import sqlite3
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
 from memory import GraphMemory, InvalidInputError
+from memory.check_helper import CheckHelper, HelperGone
 from memory.store import BULK_CHECKPOINT_PAGES
-from memory.transfer import ImportPlan, check_import
+from memory.timestamps import format_time
+from memory.transfer import (
+    ImportPlan,
+    Step,
+    _decode,
+    _plain_step,
+    _record_steps,
+    check_import,
+)
 from memory.validation import (
     FACT_MAX,
     LABEL_MAX,
@@ -247,3 +259,373 @@ async def test_a_cap_in_a_line_split_across_batches_says_part_was_kept(db_path: 
         scope = mem.scope(app="a", user="u")
         with pytest.raises(InvalidInputError, match=r"part of line 1 was imported"):
             await scope.import_lines([many], batch_size=1)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=12,
+)
+JUNK = ["", "}", "]", ",", ":", "\\", '"', "\\ud800", "\\udc00x", "NaN", "-Infinity", "01", "1.",
+        " ", "\t", "\x0c", "\u2028", "\ufeff", "\x00", "é"]  # fmt: skip
+
+
+@given(value=JSON_VALUES, ascii=st.booleans(), at=st.integers(0, 300), junk=st.sampled_from(JUNK))
+def test_a_line_decodes_as_json_decodes_it(value: object, ascii: bool, at: int, junk: str) -> None:
+    """The faster parser must accept exactly what `json` accepts, as the same values;
+    what it refuses goes to `json`, which raises its own message."""
+    text = json.dumps(value, ensure_ascii=ascii)
+    line = text[:at] + junk + text[at:]
+    try:
+        expected = json.loads(line)
+    except ValueError as exc:
+        with pytest.raises(ValueError, match=re.escape(str(exc))):
+            _decode(line)
+    else:
+        assert repr(_decode(line)) == repr(expected)  # repr: NaN is not equal to itself
+
+
+@pytest.mark.parametrize(
+    "line", ['{"a":"\\ud800"}', '"\\ud83d\\ude00"', "[" * 300 + "]" * 300, '{"a":1,"a":2}', "1e999"]
+)
+def test_lines_the_faster_parser_refuses_are_decoded_by_json(line: str) -> None:
+    assert repr(_decode(line)) == repr(json.loads(line))
+
+
+def _plain_records() -> list[dict[str, object]]:
+    return [
+        json.loads(_observation(1)),
+        {**json.loads(_observation(2)), "attribute": "plan", "project": "p", "reason": "r",
+         "valid_to": "2026-02-01T00:00:00Z", "invalidated_at": "2026-02-01T00:00:00.5Z"},
+        json.loads(_relation(1, "works at")),
+        json.loads(_turn(1)),
+        {"type": "entity", "name": "Alice", "entity_type": "person", "project": None,
+         "recorded_at": T},
+    ]  # fmt: skip
+
+
+ODD_VALUES = [
+    None, "", " ", "\u2003", "x" * 65, "x" * 201, "x" * 2_001, 5, 1.5, True, [], {}, "a\x00b",
+    "a\ud800", "2026-13-01T00:00:00Z", "2026-01-01", "2026-01-01T03:00:00+02:00", "2025-06-01T00:00:00Z",
+    "2027-01-01T00:00:00.123456Z", "works at", "!!!", "observation", "turn", "entity", "fact 1",
+]  # fmt: skip
+TIME_FIELDS = ["valid_from", "valid_to", "recorded_at", "invalidated_at", "at"]
+FIELDS = ["type", "id", "entity", "text", "attribute", "project", "valid_from", "valid_to",
+          "recorded_at", "invalidated_at", "reason", "source", "relation", "target", "session_id",
+          "role", "at", "name", "entity_type", "entityType", "observations", "from"]  # fmt: skip
+
+
+def _full_check(record: object) -> tuple[str, object]:
+    try:
+        return "steps", _record_steps(record)
+    except (ValueError, InvalidInputError, ValidationError) as exc:
+        return "error", str(exc)
+
+
+def _assert_plain_agrees(record: dict[str, object]) -> None:
+    expected = _full_check(record)
+    try:
+        step = _plain_step(record)
+    except InvalidInputError as exc:
+        assert expected == ("error", str(exc)), record
+        return
+    if step is not None:
+        assert expected == ("steps", [step]), record
+
+
+def _changed(record: dict[str, object], changes: Iterable[tuple[str, object]]) -> dict[str, object]:
+    record = dict(record)
+    for field, value in changes:
+        if value == "DROP":
+            record.pop(field, None)
+        else:
+            record[field] = value
+    return record
+
+
+def test_the_plain_check_gives_what_the_full_check_gives_for_each_odd_field() -> None:
+    """`_plain_step` inlines the own format's rules for speed: wherever it gives a step,
+    the full check gives that same step; where it raises, the full check raises so.
+    Every record with one field made odd (or dropped), and with two times swapped."""
+    for record in _plain_records():
+        for field in FIELDS:
+            for value in [*ODD_VALUES, "DROP"]:
+                _assert_plain_agrees(_changed(record, [(field, value)]))
+        for first, second in itertools.permutations(TIME_FIELDS, 2):
+            if first in record and second in record:
+                _assert_plain_agrees(_changed(record, [(first, record[second])]))
+
+
+@settings(max_examples=300)
+@given(
+    which=st.integers(0, 4),
+    changes=st.lists(st.tuples(st.sampled_from(FIELDS), st.sampled_from([*ODD_VALUES, "DROP"]))),
+)
+def test_the_plain_check_gives_what_the_full_check_gives(
+    which: int, changes: list[tuple[str, object]]
+) -> None:
+    _assert_plain_agrees(_changed(_plain_records()[which], changes))
+
+
+def test_ordinary_lines_take_the_plain_check() -> None:
+    for record in _plain_records():
+        assert _plain_step(record) is not None
+        assert [_plain_step(record)] == _record_steps(record)
+    assert _plain_step(["not", "a", "record"]) is None
+    assert _plain_step({**json.loads(_observation(1)), "from": "x"}) is None  # reference
+
+
+def _fts_agrees(db_path: Path) -> None:
+    """Every full-text index holds exactly its table's rows."""
+    with sqlite3.connect(db_path) as conn:
+        for table, key in [("entity", "id"), ("observation", "seq"), ("relation", "seq"),
+                           ("turn", "seq")]:  # fmt: skip
+            conn.execute(
+                f"INSERT INTO {table}_fts ({table}_fts, rank) VALUES ('integrity-check', 1)"
+            )
+            rows = conn.execute(f"SELECT {key} FROM {table} ORDER BY {key}").fetchall()
+            assert (
+                conn.execute(f"SELECT id FROM {table}_fts_docsize ORDER BY id").fetchall() == rows
+            )
+
+
+async def test_stored_and_new_ids_in_one_run_are_told_apart(db_path: Path) -> None:
+    """Rows of one kind are inserted together; the ids already stored are skipped, the
+    new ones are counted, indexed and searchable, and an id twice counts once."""
+    async with GraphMemory.open(db_path) as mem:
+        scope = mem.scope(app="a", user="u")
+        await scope.import_lines([_observation(1), _observation(2), _turn(1)])
+        lines = [_observation(i) for i in (1, 3, 2, 4, 3)] + [_turn(i) for i in (2, 1, 3)]
+        result = await scope.import_lines(lines)
+        assert (result.observations, result.turns, result.skipped) == (2, 2, 4)
+        hits = await scope.search_nodes(query="fact 4")
+        assert [o.text for o in hits.hits[0].observations if o.text == "fact 4"] == ["fact 4"]
+        assert (await scope.recall(query="turn 3")).turns[0].text == "turn 3"
+        again = await scope.import_lines(lines)
+        assert (again.observations, again.turns, again.skipped) == (0, 0, 8)
+    _fts_agrees(db_path)
+
+
+@pytest.mark.parametrize("stored", [False, True])
+async def test_an_id_of_another_memory_inside_a_run_names_its_line(
+    db_path: Path, stored: bool
+) -> None:
+    async with GraphMemory.open(db_path) as mem:
+        await mem.scope(app="a", user="other").import_lines([_observation(5)])
+        scope = mem.scope(app="a", user="u")
+        if stored:  # a stored id of this memory before it is skipped, not blamed
+            await scope.import_lines([_observation(101)])
+        before = dump(db_path)
+        lines = [_observation(i) for i in (100, 101, 5, 102)]
+        with pytest.raises(InvalidInputError, match=r"^line 3: id 'o5' belongs to another"):
+            await scope.import_lines(lines, batch_size=10)
+        assert dump(db_path) == before
+
+
+async def test_own_lines_find_entities_that_reference_lines_created_in_the_batch(
+    db_path: Path,
+) -> None:
+    """Entities are looked up once a batch; a reference-format line in the batch adds
+    entities through the engine, after which own lines must look again."""
+    reference = json.dumps(
+        {"type": "entity", "name": "Bob", "entityType": "person", "observations": ["likes tea"]}
+    )
+    lines = [
+        _observation(1, entity="Alice"), _observation(2, entity=" ALICE "), reference,
+        _observation(3, entity="bob"), _relation(4, "knows"),
+        json.dumps({"type": "relation", "from": "alice", "to": "Carol", "relationType": "knows"}),
+        _observation(5, entity="carol"),
+    ]  # fmt: skip
+    async with GraphMemory.open(db_path) as mem:
+        scope = mem.scope(app="a", user="u")
+        result = await scope.import_lines(lines)
+        assert (result.observations, result.relations) == (5, 2)
+        opened = await scope.open_nodes(names=["Alice", "Bob", "Carol"])
+        assert [e.name for e in opened.entities] == ["Alice", "Bob", "Carol"]
+        facts = {e.name: sorted(o.text for o in e.observations) for e in opened.entities}
+        assert facts == {"Alice": ["fact 1", "fact 2"], "Bob": ["fact 3", "likes tea"],
+                         "Carol": ["fact 5"]}  # fmt: skip
+    _fts_agrees(db_path)
+
+
+async def test_the_first_id_of_another_memory_in_line_order_is_told(db_path: Path) -> None:
+    """Each kind's rows are inserted together; the error still names the first line."""
+    async with GraphMemory.open(db_path) as mem:
+        await mem.scope(app="a", user="other").import_lines([_observation(5), _relation(7, "x")])
+        scope = mem.scope(app="a", user="u")
+        lines = [_observation(100), _relation(7, "knows"), _observation(5)]
+        with pytest.raises(InvalidInputError, match=r"^line 2: id 'r7' belongs to another"):
+            await scope.import_lines(lines)
+        assert (await scope.stats()).observations_current == 0
+
+
+def _at(day: int) -> str:
+    return f"2020-01-{day:02d}T00:00:00Z"
+
+
+def _fact(identifier: str, entity: str, day: int) -> str:
+    return json.dumps({**json.loads(_observation(0, entity)), "id": identifier,
+                       "valid_from": _at(day), "recorded_at": _at(day)})  # fmt: skip
+
+
+def _changed_at(db_path: Path) -> dict[str, str]:
+    with sqlite3.connect(db_path) as conn:
+        rows = conn.execute("SELECT name, changed_at FROM entity ORDER BY id").fetchall()
+    return {name: format_time(at) for name, at in rows}
+
+
+async def test_changed_at_counts_the_rows_an_import_wrote_and_no_others(db_path: Path) -> None:
+    """A new entity is written with the changed_at of its rows in the batch: rows
+    skipped as already stored must not count; a stored entity is only ever raised."""
+    entity = json.dumps({"type": "entity", "name": "Zed", "entity_type": "t", "project": None,
+                         "recorded_at": _at(1)})  # fmt: skip
+    async with GraphMemory.open(db_path) as mem:
+        scope = mem.scope(app="a", user="u")
+        await scope.import_lines([_fact("o1", "Old", 3), _fact("o2", "Gone", 8)])
+        lines = [entity, _fact("o1", "Zed", 9), _fact("o3", "Zed", 5), _fact("o2", "Yan", 7),
+                 _fact("o4", "Old", 6), _fact("o5", "Old", 2)]  # fmt: skip
+        result = await scope.import_lines(lines)
+        assert (result.entities, result.observations, result.skipped) == (1, 3, 2)
+    assert _changed_at(db_path) == {"Old": _at(6), "Gone": _at(8), "Zed": _at(5), "Yan": _at(7)}
+    # Yan's only fact was skipped: changed_at is its creation, as for the stored rows.
+
+
+async def test_entities_are_numbered_in_the_order_lines_name_them(db_path: Path) -> None:
+    reference = json.dumps(
+        {"type": "entity", "name": "Bea", "entityType": "t", "observations": ["x"]}
+    )
+    lines = [_fact("o1", "Ann", 1), _relation(2, "knows").replace("Alice", "Cid"), reference,
+             _fact("o3", "Dan", 3), _fact("o4", "bea", 4)]  # fmt: skip
+    async with GraphMemory.open(db_path) as mem:
+        await mem.scope(app="a", user="u").import_lines(lines)
+    with sqlite3.connect(db_path) as conn:
+        names = [name for (name,) in conn.execute("SELECT name FROM entity ORDER BY id")]
+    assert names == ["Ann", "Cid", "Bob", "Bea", "Dan"]
+
+
+def _plan_steps(lines: Iterable[str], helper: bool, batch_size: int = 4) -> list[list[Step]]:
+    return list(check_import(lines, io.BytesIO(), batch_size, helper=helper).batches())
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of 3 lines on a machine of two cores: the helper process checks some."""
+    monkeypatch.setattr("memory.transfer.CHUNK_LINES", 3)
+    monkeypatch.setattr("memory.transfer.cores", lambda: 2)
+
+
+@pytest.mark.usefixtures("small_chunks")
+def test_the_helper_process_plans_the_same_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = [_observation(i) if i % 4 else "" for i in range(40)] + [_turn(1), _relation(1, "x")]
+    started: list[object] = []
+    monkeypatch.setattr("memory.transfer.CheckHelper", _Recorded(started, CheckHelper))
+    alone = _plan_steps(lines, helper=False)
+    assert not started
+    together = _plan_steps(lines, helper=True)
+    assert started and together == alone
+    assert [len(batch) for batch in together] == [4] * 8  # 32 steps, 10 blank lines
+
+
+@pytest.mark.usefixtures("small_chunks")
+@pytest.mark.parametrize("first_bad", [5, 8, 14, 15])
+def test_the_first_bad_line_is_told_whoever_checked_it(first_bad: int) -> None:
+    lines = [_observation(i) for i in range(1, 31)]
+    for bad in (first_bad, first_bad + 3, 25):  # in other chunks, checked by either side
+        lines[bad - 1] = lines[bad - 1].replace('"text"', '"txt"')
+    with pytest.raises(InvalidInputError, match=rf"^line {first_bad}: field 'text'"):
+        _plan_steps(lines, helper=True)
+
+
+class _Gone:
+    """A helper that stops answering after `answers` replies."""
+
+    def __init__(self, answers: int) -> None:
+        self.inner = CheckHelper()
+        self.answers = answers
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def result(self) -> tuple[bool, int, str, bytes]:
+        if self.answers == 0:
+            raise HelperGone("gone")
+        self.answers -= 1
+        return self.inner.result()
+
+
+class _Recorded:
+    def __init__(self, started: list[object], make: Callable[[], object]) -> None:
+        self.started, self.make = started, make
+
+    def __call__(self) -> object:
+        helper = self.make()
+        self.started.append(helper)
+        return helper
+
+
+@pytest.mark.usefixtures("small_chunks")
+@pytest.mark.parametrize("answers", [0, 2])
+def test_chunks_a_gone_helper_did_not_answer_are_checked_here(
+    monkeypatch: pytest.MonkeyPatch, answers: int
+) -> None:
+    lines = [_observation(i) for i in range(20)]
+    alone = _plan_steps(lines, helper=False)
+    monkeypatch.setattr("memory.transfer.CheckHelper", lambda: _Gone(answers))
+    assert _plan_steps(lines, helper=True) == alone
+
+
+@pytest.mark.usefixtures("small_chunks")
+def test_a_helper_that_cannot_start_leaves_the_checking_here(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def cannot_start() -> None:
+        raise HelperGone("no interpreter")
+
+    lines = [_observation(i) for i in range(20)]
+    alone = _plan_steps(lines, helper=False)
+    monkeypatch.setattr("memory.transfer.CheckHelper", cannot_start)
+    assert _plan_steps(lines, helper=True) == alone
+
+
+@pytest.mark.usefixtures("small_chunks")
+@pytest.mark.parametrize(
+    "program", ["raise SystemExit(3)", "import sys; sys.stdout.buffer.write(b'nonsense')"]
+)
+def test_a_helper_that_dies_or_talks_nonsense_leaves_the_checking_here(
+    monkeypatch: pytest.MonkeyPatch, program: str
+) -> None:
+    lines = [_observation(i) for i in range(20)]
+    alone = _plan_steps(lines, helper=False)
+    monkeypatch.setattr("memory.check_helper.SERVE", program)
+    monkeypatch.setattr("memory.transfer.CheckHelper", _Ended)
+    assert _plan_steps(lines, helper=True) == alone
+
+
+class _Ended(CheckHelper):
+    """A helper whose process has ended by the time it is first asked anything."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._process.wait()
+
+
+def _then_failing(lines: list[str], error: Exception) -> Iterator[str]:
+    yield from lines
+    raise error
+
+
+@pytest.mark.usefixtures("small_chunks")
+@pytest.mark.parametrize("helper", [False, True])
+@pytest.mark.parametrize("bad", [None, 2, 7])
+def test_an_error_reading_the_input_is_told_after_the_lines_before_it(
+    helper: bool, bad: int | None
+) -> None:
+    """Lines are checked a chunk at a time: an error while reading a later line (one
+    that is not UTF-8) must not hide a bad line before it, nor be lost."""
+    lines = [_observation(i) for i in range(1, 9)]
+    if bad:
+        lines[bad - 1] = "{"
+    unreadable = InvalidInputError("line 9: not UTF-8 text (byte 3 of the line)")
+    expected = rf"^line {bad}: Expecting" if bad else "^line 9: not UTF-8"
+    with pytest.raises(InvalidInputError, match=expected):
+        _plan_steps(_then_failing(lines, unreadable), helper=helper)
