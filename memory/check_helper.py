@@ -131,7 +131,7 @@ class CheckHelper:
 def serve() -> None:
     """The helper's loop: check each chunk it is sent, until its input ends."""
     from .errors import InvalidInputError
-    from .transfer import check_lines
+    from .import_check import check_lines
 
     requests, replies = sys.stdin.buffer, sys.stdout.buffer
     _send(replies, (0, True, 0, "", b""))  # ready

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from . import admin, profile, reads, search, transfer, writes
+from . import admin, import_check, profile, reads, search, transfer, writes
 from .errors import InvalidInputError, MemoryFullError
 from .models import (
     ForgetArgs,
@@ -264,7 +264,7 @@ class MemoryScope:
     async def import_lines(
         self,
         lines: Iterable[str],
-        batch_size: int = transfer.BATCH_SIZE,
+        batch_size: int = import_check.BATCH_SIZE,
         progress: Callable[[int], None] | None = None,
     ) -> transfer.ImportResult:
         """Import chronomem's export format or the reference memory server's
@@ -280,7 +280,7 @@ class MemoryScope:
         """
         counts: dict[str, int] = {}
         with tempfile.TemporaryFile() as spool:
-            plan = transfer.check_import(lines, spool, batch_size)
+            plan = import_check.check_import(lines, spool, batch_size)
             async with self._store.bulk():
                 await self._write_plan(plan, counts, progress)
         for kind, counted in transfer.INDEXED_KINDS.items():
@@ -292,7 +292,7 @@ class MemoryScope:
 
     async def _write_plan(
         self,
-        plan: transfer.ImportPlan,
+        plan: import_check.ImportPlan,
         counts: dict[str, int],
         progress: Callable[[int], None] | None,
     ) -> None:

@@ -129,7 +129,7 @@ def import_(file, as_json, **scope):  # type: ignore[no-untyped-def]
     Every line is checked first: a malformed line names its number and nothing is kept.
     Example: chronomem import memory.jsonl
     """
-    from memory.transfer import text_lines
+    from memory.import_check import text_lines
 
     show = sys.stderr.isatty() and not as_json
     progress = Progress(console=Console(stderr=True), transient=True) if show else None

@@ -18,16 +18,10 @@ from pydantic import TypeAdapter, ValidationError
 
 from memory import GraphMemory, InvalidInputError
 from memory.check_helper import CheckHelper, HelperGone
+from memory.import_check import ImportPlan, Step, check_import
+from memory.import_records import decode, plain_step, record_steps
 from memory.store import BULK_CHECKPOINT_PAGES
 from memory.timestamps import format_time
-from memory.transfer import (
-    ImportPlan,
-    Step,
-    _decode,
-    _plain_step,
-    _record_steps,
-    check_import,
-)
 from memory.validation import (
     FACT_MAX,
     LABEL_MAX,
@@ -280,16 +274,16 @@ def test_a_line_decodes_as_json_decodes_it(value: object, ascii: bool, at: int, 
         expected = json.loads(line)
     except ValueError as exc:
         with pytest.raises(ValueError, match=re.escape(str(exc))):
-            _decode(line)
+            decode(line)
     else:
-        assert repr(_decode(line)) == repr(expected)  # repr: NaN is not equal to itself
+        assert repr(decode(line)) == repr(expected)  # repr: NaN is not equal to itself
 
 
 @pytest.mark.parametrize(
     "line", ['{"a":"\\ud800"}', '"\\ud83d\\ude00"', "[" * 300 + "]" * 300, '{"a":1,"a":2}', "1e999"]
 )
 def test_lines_the_faster_parser_refuses_are_decoded_by_json(line: str) -> None:
-    assert repr(_decode(line)) == repr(json.loads(line))
+    assert repr(decode(line)) == repr(json.loads(line))
 
 
 def _plain_records() -> list[dict[str, object]]:
@@ -317,7 +311,7 @@ FIELDS = ["type", "id", "entity", "text", "attribute", "project", "valid_from", 
 
 def _full_check(record: object) -> tuple[str, object]:
     try:
-        return "steps", _record_steps(record)
+        return "steps", record_steps(record)
     except (ValueError, InvalidInputError, ValidationError) as exc:
         return "error", str(exc)
 
@@ -325,7 +319,7 @@ def _full_check(record: object) -> tuple[str, object]:
 def _assert_plain_agrees(record: dict[str, object]) -> None:
     expected = _full_check(record)
     try:
-        step = _plain_step(record)
+        step = plain_step(record)
     except InvalidInputError as exc:
         assert expected == ("error", str(exc)), record
         return
@@ -344,7 +338,7 @@ def _changed(record: dict[str, object], changes: Iterable[tuple[str, object]]) -
 
 
 def test_the_plain_check_gives_what_the_full_check_gives_for_each_odd_field() -> None:
-    """`_plain_step` inlines the own format's rules for speed: wherever it gives a step,
+    """`plain_step` inlines the own format's rules for speed: wherever it gives a step,
     the full check gives that same step; where it raises, the full check raises so.
     Every record with one field made odd (or dropped), and with two times swapped."""
     for record in _plain_records():
@@ -369,10 +363,10 @@ def test_the_plain_check_gives_what_the_full_check_gives(
 
 def test_ordinary_lines_take_the_plain_check() -> None:
     for record in _plain_records():
-        assert _plain_step(record) is not None
-        assert [_plain_step(record)] == _record_steps(record)
-    assert _plain_step(["not", "a", "record"]) is None
-    assert _plain_step({**json.loads(_observation(1)), "from": "x"}) is None  # reference
+        assert plain_step(record) is not None
+        assert [plain_step(record)] == record_steps(record)
+    assert plain_step(["not", "a", "record"]) is None
+    assert plain_step({**json.loads(_observation(1)), "from": "x"}) is None  # reference
 
 
 def _fts_agrees(db_path: Path) -> None:
@@ -510,15 +504,15 @@ def _plan_steps(lines: Iterable[str], helper: bool, batch_size: int = 4) -> list
 @pytest.fixture
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunks of 3 lines on a machine of two cores: the helper process checks some."""
-    monkeypatch.setattr("memory.transfer.CHUNK_LINES", 3)
-    monkeypatch.setattr("memory.transfer.cores", lambda: 2)
+    monkeypatch.setattr("memory.import_check.CHUNK_LINES", 3)
+    monkeypatch.setattr("memory.import_check.cores", lambda: 2)
 
 
 @pytest.mark.usefixtures("small_chunks")
 def test_the_helper_process_plans_the_same_steps(monkeypatch: pytest.MonkeyPatch) -> None:
     lines = [_observation(i) if i % 4 else "" for i in range(40)] + [_turn(1), _relation(1, "x")]
     started: list[object] = []
-    monkeypatch.setattr("memory.transfer.CheckHelper", _Recorded(started, CheckHelper))
+    monkeypatch.setattr("memory.import_check.CheckHelper", _Recorded(started, CheckHelper))
     alone = _plan_steps(lines, helper=False)
     assert not started
     together = _plan_steps(lines, helper=True)
@@ -570,7 +564,7 @@ def test_chunks_a_gone_helper_did_not_answer_are_checked_here(
 ) -> None:
     lines = [_observation(i) for i in range(20)]
     alone = _plan_steps(lines, helper=False)
-    monkeypatch.setattr("memory.transfer.CheckHelper", lambda: _Gone(answers))
+    monkeypatch.setattr("memory.import_check.CheckHelper", lambda: _Gone(answers))
     assert _plan_steps(lines, helper=True) == alone
 
 
@@ -583,7 +577,7 @@ def test_a_helper_that_cannot_start_leaves_the_checking_here(
 
     lines = [_observation(i) for i in range(20)]
     alone = _plan_steps(lines, helper=False)
-    monkeypatch.setattr("memory.transfer.CheckHelper", cannot_start)
+    monkeypatch.setattr("memory.import_check.CheckHelper", cannot_start)
     assert _plan_steps(lines, helper=True) == alone
 
 
@@ -597,7 +591,7 @@ def test_a_helper_that_dies_or_talks_nonsense_leaves_the_checking_here(
     lines = [_observation(i) for i in range(20)]
     alone = _plan_steps(lines, helper=False)
     monkeypatch.setattr("memory.check_helper.SERVE", program)
-    monkeypatch.setattr("memory.transfer.CheckHelper", _Ended)
+    monkeypatch.setattr("memory.import_check.CheckHelper", _Ended)
     assert _plan_steps(lines, helper=True) == alone
 
 
