@@ -175,10 +175,8 @@ def _ranked_rows(
     it). With `whole`, a bounded query is ranked once instead (`_first_passing`)."""
     rows: dict[int, tuple[float, sqlite3.Row]] = {}
     for match in plan_matches(tx, table, terms):
-        if whole is not None and match.bounded:
-            for rank, row in _first_passing(tx, whole, match, params):
-                rows.setdefault(row["rowid"], (rank, row))
-            continue
+        if whole is not None and match.bounded:  # the plan's only query: rows in order
+            return _first_passing(tx, whole, match, params)[: params["candidates"]]
         statement = sql.format(order=_order(match))
         first = min(NEWEST_WINDOW, params["candidates"]) if match.newest else params["candidates"]
         for window in _windows(first):
@@ -314,10 +312,13 @@ def ranked_entities(
     facts: dict[int, list[float]] = defaultdict(list)
     sql, whole = _search_facts_sql(include_history), facts_whole(include_history)
     for rank, row in _ranked_rows(tx, "observation_fts", terms, sql, params, whole):
-        facts[row["entity_id"]].append(-rank)
-    for entity_id, weights in facts.items():
-        best = sorted(weights, reverse=True)
-        scores[entity_id] += sum(w * r for w, r in zip(FACT_WEIGHTS, best, strict=False))
+        facts[row["entity_id"]].append(-rank)  # best first
+    for entity_id, best in facts.items():
+        # Most entities have one matching fact: the same sum, without the generator.
+        if len(best) == 1:
+            scores[entity_id] += FACT_WEIGHTS[0] * best[0]
+        else:
+            scores[entity_id] += sum(w * r for w, r in zip(FACT_WEIGHTS, best, strict=False))
     sql, whole = _search_relations_sql(include_history), relations_whole(include_history)
     for rank, row in _ranked_rows(tx, "relation_fts", terms, sql, params, whole):
         # a relation says most about its source
