@@ -83,7 +83,8 @@ class Match:
 
     expression: str
     newest: bool = False
-    bounded: bool = False  # matches at most RANKED_ROWS rows: join them all at once
+    bounded: bool = False  # matches at most RANKED_ROWS rows: rank them all at once
+    rows: int = 0  # of a bounded query: at most this many rows match
 
 
 def plan_matches(tx: Tx, table: str, terms: list[str]) -> list[Match]:
@@ -101,7 +102,7 @@ def plan_matches(tx: Tx, table: str, terms: list[str]) -> list[Match]:
         chosen.append(term)
         rows += counts[term]
     if chosen:
-        return [Match(" OR ".join(chosen), bounded=True)]
+        return [Match(" OR ".join(chosen), bounded=True, rows=rows)]
     if len(present) == 1:
         return [Match(present[0], newest=True)]
     return [Match(" AND ".join(present)), Match(" OR ".join(present), newest=True)]
@@ -138,18 +139,27 @@ class Whole:
 
 
 # A bounded query is ranked whole anyway (ordering a window needs every match's
-# rank), so with a `Whole` its ranks come to Python once, and only the best rows are
-# read from their table, in chunks, until `:candidates` of them pass the filters: a
-# row read is the larger cost (a random page of a large table each), and a window
-# grown by re-ranking would rank every match again. Search's three indexes use it;
-# recall keeps its windows.
-def _first_passing(
-    tx: Tx, whole: Whole, match: Match, params: dict
+# rank). When it has more rows than `:candidates`, with a `Whole` its ranks come to
+# Python once, and only the best rows are read from their table, in chunks, until
+# `:candidates` of them pass the filters: a row read is the larger cost (a random
+# page of a large table each), and a window grown by re-ranking would rank every
+# match again. With fewer rows, all of them are ranked and read in one statement
+# (`sql` with no window), since the first chunk would hold them all. Search's three
+# indexes use it; recall keeps its windows.
+def _bounded_rows(
+    tx: Tx, whole: Whole, sql: str, match: Match, params: dict
 ) -> list[tuple[float, sqlite3.Row]]:
-    """The best rows of `match` that pass the filters, best first: at least
-    `:candidates` of them, or all there are."""
-    ranked = tx.all(whole.rank, {"match": match.expression})
+    """The best rows of `match` that pass the filters, best first, at most
+    `:candidates`."""
     wanted = params["candidates"]
+    if match.rows <= wanted:
+        statement = sql.format(order=_order(match))
+        rows = tx.all(statement, {**params, "match": match.expression, "window": -1})
+        return sorted(
+            ((row["rank"], row) for row in rows if row["rowid"] is not None),
+            key=lambda item: item[0],
+        )[:wanted]
+    ranked = tx.all(whole.rank, {"match": match.expression})
     found: list[tuple[float, sqlite3.Row]] = []
     start, size = 0, wanted
     while start < len(ranked) and len(found) < wanted:
@@ -162,7 +172,7 @@ def _first_passing(
         # far, and an eighth more; every remaining row when none has passed.
         missing = wanted - len(found)
         size = missing * start // len(found) + missing // 8 + 1 if found else len(ranked)
-    return found
+    return found[:wanted]
 
 
 def _ranked_rows(
@@ -172,11 +182,11 @@ def _ranked_rows(
     `{order}` and cut to `:window`) for each planned query, once each, best first, at
     most `:candidates`. The first window is `:candidates` (the newest window for a
     query of common words only, which grows while the filters drop more than half of
-    it). With `whole`, a bounded query is ranked once instead (`_first_passing`)."""
+    it). With `whole`, a bounded query is ranked once instead (`_bounded_rows`)."""
     rows: dict[int, tuple[float, sqlite3.Row]] = {}
     for match in plan_matches(tx, table, terms):
-        if whole is not None and match.bounded:  # the plan's only query: rows in order
-            return _first_passing(tx, whole, match, params)[: params["candidates"]]
+        if whole is not None and match.bounded:  # the plan's only query
+            return _bounded_rows(tx, whole, sql, match, params)
         statement = sql.format(order=_order(match))
         first = min(NEWEST_WINDOW, params["candidates"]) if match.newest else params["candidates"]
         for window in _windows(first):
