@@ -98,7 +98,7 @@ def _parse_text(value: str) -> int:
     return to_micros(moment)
 
 
-@lru_cache(maxsize=65_536)  # rows written together share their timestamps
+@lru_cache(maxsize=4_096)  # rows written together share their timestamps
 def format_time(micros: int) -> str:
     """RFC 3339 in UTC with a `Z`; six fractional digits only when they are not zero."""
     # isoformat() (C code) already omits the fraction when it is zero.
