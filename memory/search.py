@@ -83,7 +83,8 @@ class Match:
 
     expression: str
     newest: bool = False
-    bounded: bool = False  # matches at most RANKED_ROWS rows: join them all at once
+    bounded: bool = False  # matches at most RANKED_ROWS rows: rank them all at once
+    rows: int = 0  # of a bounded query: at most this many rows match
 
 
 def plan_matches(tx: Tx, table: str, terms: list[str]) -> list[Match]:
@@ -101,7 +102,7 @@ def plan_matches(tx: Tx, table: str, terms: list[str]) -> list[Match]:
         chosen.append(term)
         rows += counts[term]
     if chosen:
-        return [Match(" OR ".join(chosen), bounded=True)]
+        return [Match(" OR ".join(chosen), bounded=True, rows=rows)]
     if len(present) == 1:
         return [Match(present[0], newest=True)]
     return [Match(" AND ".join(present)), Match(" OR ".join(present), newest=True)]
@@ -127,30 +128,76 @@ def _order(match: Match) -> str:
     return "ORDER BY rowid DESC" if match.newest else "ORDER BY rank, rowid DESC"
 
 
+@dataclass(frozen=True)
+class Whole:
+    """How a bounded query is ranked once, whole: `rank` ranks every match in the
+    FTS index alone, best first, and `rows` reads the rows of the `:rowids` among
+    them that pass the scope and time filters."""
+
+    rank: str
+    rows: str
+
+
+# A bounded query is ranked whole anyway (ordering a window needs every match's
+# rank). When it has more rows than `:candidates`, with a `Whole` its ranks come to
+# Python once, and only the best rows are read from their table, in chunks, until
+# `:candidates` of them pass the filters: a row read is the larger cost (a random
+# page of a large table each), and a window grown by re-ranking would rank every
+# match again. With fewer rows, all of them are ranked and read in one statement
+# (`sql` with no window), since the first chunk would hold them all. Search's three
+# indexes use it; recall keeps its windows.
+def _bounded_rows(
+    tx: Tx, whole: Whole, sql: str, match: Match, params: dict
+) -> list[tuple[float, sqlite3.Row]]:
+    """The best rows of `match` that pass the filters, best first, at most
+    `:candidates`."""
+    wanted = params["candidates"]
+    if match.rows <= wanted:
+        statement = sql.format(order=_order(match))
+        rows = tx.all(statement, {**params, "match": match.expression, "window": -1})
+        return sorted(
+            ((row["rank"], row) for row in rows if row["rowid"] is not None),
+            key=lambda item: item[0],
+        )[:wanted]
+    ranked = tx.all(whole.rank, {"match": match.expression})
+    found: list[tuple[float, sqlite3.Row]] = []
+    start, size = 0, wanted
+    while start < len(ranked) and len(found) < wanted:
+        chunk = ranked[start : start + size]
+        rowids = json_list(rowid for rowid, _ in chunk)
+        rows = {row["rowid"]: row for row in tx.all(whole.rows, {**params, "rowids": rowids})}
+        found += [(rank, rows[rowid]) for rowid, rank in chunk if rowid in rows]
+        start += len(chunk)
+        # Next, the rows expected to give the missing ones at the rate that passed so
+        # far, and an eighth more; every remaining row when none has passed.
+        missing = wanted - len(found)
+        size = missing * start // len(found) + missing // 8 + 1 if found else len(ranked)
+    return found[:wanted]
+
+
 def _ranked_rows(
-    tx: Tx, table: str, terms: list[str], sql: str, params: dict, join_bounded: bool = False
-) -> list:
-    """Rows of `sql` (which ranks `table` by `:match`, ordered by `{order}` and cut to
-    `:window`) for each planned query, once each, best first, at most `:candidates`.
-    The first window is `:candidates` (the newest window for a query of common words
-    only, which grows while the filters drop more than half of it)."""
-    rows: dict[int, sqlite3.Row] = {}
+    tx: Tx, table: str, terms: list[str], sql: str, params: dict, whole: Whole | None = None
+) -> list[tuple[float, sqlite3.Row]]:
+    """(rank, row) of the rows of `sql` (which ranks `table` by `:match`, ordered by
+    `{order}` and cut to `:window`) for each planned query, once each, best first, at
+    most `:candidates`. The first window is `:candidates` (the newest window for a
+    query of common words only, which grows while the filters drop more than half of
+    it). With `whole`, a bounded query is ranked once instead (`_bounded_rows`)."""
+    rows: dict[int, tuple[float, sqlite3.Row]] = {}
     for match in plan_matches(tx, table, terms):
+        if whole is not None and match.bounded:  # the plan's only query
+            return _bounded_rows(tx, whole, sql, match, params)
         statement = sql.format(order=_order(match))
         first = min(NEWEST_WINDOW, params["candidates"]) if match.newest else params["candidates"]
-        # A bounded query is ranked whole anyway: with `join_bounded`, every match is
-        # joined at once, which costs less than ranking it again for a larger window
-        # where rows are small (facts); turns are large, and recall keeps its window.
-        whole = join_bounded and match.bounded
-        for window in (-1,) if whole else _windows(first):
+        for window in _windows(first):
             window_rows = tx.all(statement, {**params, "match": match.expression, "window": window})
             found = [row for row in window_rows if row["rowid"] is not None]
             enough = len(found) * 2 >= window if match.newest else len(found) >= first
             if enough or window < 0 or len(window_rows) < window:
                 break  # enough rows passed the filters, or the index has no more matches
         for row in found:
-            rows.setdefault(row["rowid"], row)
-    return sorted(rows.values(), key=lambda row: row["rank"])[: params["candidates"]]
+            rows.setdefault(row["rowid"], (row["rank"], row))
+    return sorted(rows.values(), key=lambda item: item[0])[: params["candidates"]]
 
 
 def _ranked(fts: str, rank: str) -> str:
@@ -160,6 +207,14 @@ def _ranked(fts: str, rank: str) -> str:
             SELECT rowid, {rank} AS rank FROM {fts} WHERE {fts} MATCH :match
             {{order}} LIMIT :window
         )
+    """
+
+
+def _rank_all(fts: str, rank: str) -> str:
+    """Every match of an FTS index with its rank, best first, in the windows' order."""
+    return f"""
+        SELECT rowid, {rank} AS rank FROM {fts} WHERE {fts} MATCH :match
+        ORDER BY rank, rowid DESC
     """
 
 
@@ -175,11 +230,22 @@ RELATION_WEIGHT = 0.5
 # every search keeps 500, and `limit` 50 with its best facts needs no more.
 CANDIDATES = 500
 
+NAMES_RANK = "bm25(entity_fts, 4.0, 1.0)"
 SEARCH_NAMES = f"""
-    {_ranked("entity_fts", "bm25(entity_fts, 4.0, 1.0)")}
+    {_ranked("entity_fts", NAMES_RANK)}
     SELECT e.id AS rowid, e.id AS entity_id, ranked.rank
     FROM ranked LEFT JOIN entity e ON e.id = ranked.rowid AND {ENTITY_VISIBLE}
 """
+# The rows of `:rowids` are read in the order json_each gives them (CROSS JOIN): a
+# lookup by rowid each, never a scan of the user's rows.
+NAMES_WHOLE = Whole(
+    rank=_rank_all("entity_fts", NAMES_RANK),
+    rows=f"""
+        SELECT e.id AS rowid, e.id AS entity_id
+        FROM json_each(:rowids) AS j CROSS JOIN entity e ON e.id = j.value
+        WHERE {ENTITY_VISIBLE}
+    """,
+)
 
 
 def _search_facts_sql(include_history: bool) -> str:
@@ -192,6 +258,19 @@ def _search_facts_sql(include_history: bool) -> str:
     """
 
 
+@functools.cache
+def facts_whole(include_history: bool) -> Whole:
+    return Whole(
+        rank=_rank_all("observation_fts", "bm25(observation_fts)"),
+        rows=f"""
+            SELECT o.seq AS rowid, o.entity_id
+            FROM json_each(:rowids) AS j CROSS JOIN observation o ON o.seq = j.value
+            WHERE o.owner_id = :owner AND o.project IN (:g, :p)
+              AND {visible_rows_sql("o", include_history)}
+        """,
+    )
+
+
 def _search_relations_sql(include_history: bool) -> str:
     return f"""
         {_ranked("relation_fts", "bm25(relation_fts)")}
@@ -201,6 +280,19 @@ def _search_relations_sql(include_history: bool) -> str:
           AND r.owner_id = :owner AND r.project IN (:g, :p)
           AND {visible_rows_sql("r", include_history)}
     """
+
+
+@functools.cache
+def relations_whole(include_history: bool) -> Whole:
+    return Whole(
+        rank=_rank_all("relation_fts", "bm25(relation_fts)"),
+        rows=f"""
+            SELECT r.seq AS rowid, r.source_id AS entity_id, r.target_id AS other_id
+            FROM json_each(:rowids) AS j CROSS JOIN relation r ON r.seq = j.value
+            WHERE r.owner_id = :owner AND r.project IN (:g, :p)
+              AND {visible_rows_sql("r", include_history)}
+        """,
+    )
 
 
 SELECT_ENTITIES_BY_ID = """
@@ -225,20 +317,23 @@ def ranked_entities(
         return []
     params = scope.params(owner, as_of=at.as_of, known_at=at.known_at, candidates=CANDIDATES)
     scores: dict[int, float] = defaultdict(float)
-    for row in _ranked_rows(tx, "entity_fts", terms, SEARCH_NAMES, params, join_bounded=True):
-        scores[row["entity_id"]] += NAME_WEIGHT * -row["rank"]
+    for rank, row in _ranked_rows(tx, "entity_fts", terms, SEARCH_NAMES, params, NAMES_WHOLE):
+        scores[row["entity_id"]] += NAME_WEIGHT * -rank
     facts: dict[int, list[float]] = defaultdict(list)
-    sql = _search_facts_sql(include_history)
-    for row in _ranked_rows(tx, "observation_fts", terms, sql, params, join_bounded=True):
-        facts[row["entity_id"]].append(-row["rank"])
-    for entity_id, weights in facts.items():
-        best = sorted(weights, reverse=True)
-        scores[entity_id] += sum(w * r for w, r in zip(FACT_WEIGHTS, best, strict=False))
-    sql = _search_relations_sql(include_history)
-    for row in _ranked_rows(tx, "relation_fts", terms, sql, params, join_bounded=True):
+    sql, whole = _search_facts_sql(include_history), facts_whole(include_history)
+    for rank, row in _ranked_rows(tx, "observation_fts", terms, sql, params, whole):
+        facts[row["entity_id"]].append(-rank)  # best first
+    for entity_id, best in facts.items():
+        # Most entities have one matching fact: the same sum, without the generator.
+        if len(best) == 1:
+            scores[entity_id] += FACT_WEIGHTS[0] * best[0]
+        else:
+            scores[entity_id] += sum(w * r for w, r in zip(FACT_WEIGHTS, best, strict=False))
+    sql, whole = _search_relations_sql(include_history), relations_whole(include_history)
+    for rank, row in _ranked_rows(tx, "relation_fts", terms, sql, params, whole):
         # a relation says most about its source
-        scores[row["entity_id"]] += RELATION_WEIGHT * -row["rank"]
-        scores[row["other_id"]] += RELATION_WEIGHT / 2 * -row["rank"]
+        scores[row["entity_id"]] += RELATION_WEIGHT * -rank
+        scores[row["other_id"]] += RELATION_WEIGHT / 2 * -rank
     if not scores:
         return []
     ids = list(scores)
@@ -333,7 +428,7 @@ def recall(tx: Tx, scope: ScopeKey, args: RecallArgs) -> RecallResult:
     candidates = _ranked_rows(tx, "turn_fts", terms, RECALL_CANDIDATES_SQL, params)
     if not candidates:
         return RecallResult(turns=[])
-    scores = session_scores([(r["rowid"], r["session_id"], -r["rank"]) for r in candidates])
+    scores = session_scores([(r["rowid"], r["session_id"], -rank) for rank, r in candidates])
     top = sorted(scores, key=lambda seq: (-scores[seq], -seq))[: args.limit]
     rows = {r["seq"]: r for r in tx.all(SELECT_TURNS, {"seqs": json_list(top)})}
     best = scores[top[0]]

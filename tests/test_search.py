@@ -330,3 +330,30 @@ async def test_another_users_rows_do_not_hide_a_match(mem: GraphMemory) -> None:
     )
     await _apples(v, 260)
     assert _names(await u.search_nodes(query="apple", limit=50))[0] == "X"
+
+
+async def test_rows_are_read_until_enough_pass_the_filters(
+    mem: GraphMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bounded query reads its best rows in chunks (issue 6): when the first chunk
+    has too few of this user's rows, more are read, and no more than the best
+    `CANDIDATES` that pass are kept, as when every row was read at once."""
+    monkeypatch.setattr("memory.search.CANDIDATES", 3)  # the first chunk holds 3 rows
+    alice, bob = mem.scope(app="a", user="alice"), mem.scope(app="a", user="bob")
+    # Shorter facts rank higher; the ranks alternate between bob's rows and alice's.
+    for k in range(12):
+        owner = alice if k % 2 else bob
+        await owner.remember(entity=f"E{k}", facts=[" ".join(["tea", *["filler"] * k])])
+    # alice's best three of her six rows: E1, E3, E5 (rows 2, 4, 6 of 12).
+    assert _names(await alice.search_nodes(query="tea")) == ["E1", "E3", "E5"]
+    await alice.forget(entities=["E3"])
+    assert _names(await alice.search_nodes(query="tea")) == ["E1", "E5", "E7"]
+
+
+async def test_equal_rows_at_the_cut_go_to_the_newest(
+    alice: MemoryScope, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("memory.search.CANDIDATES", 2)
+    for name in ("First", "Second", "Third"):
+        await alice.remember(entity=name, facts=["green tea"])
+    assert _names(await alice.search_nodes(query="tea")) == ["Third", "Second"]

@@ -28,6 +28,7 @@ from memory.schema import (
     MIGRATIONS,
 )
 from memory.search import (
+    NAMES_WHOLE,
     RECALL_CANDIDATES_SQL,
     SEARCH_NAMES,
     Match,
@@ -35,6 +36,8 @@ from memory.search import (
     _search_facts_sql,
     _search_relations_sql,
     count_rows_sql,
+    facts_whole,
+    relations_whole,
 )
 from memory.writes import SELECT_OPEN_FACTS, SELECT_OPEN_TRIPLE, SELECT_RELATION_SLOT, SELECT_SLOT
 
@@ -169,6 +172,15 @@ HOT_STATEMENTS = {
             ("recall candidates", "turn_fts", RECALL_CANDIDATES_SQL),
         )
         for match in (RANKED, NEWEST)
+    },
+    **{
+        f"{name}, {step}": getattr(whole, step)
+        for name, whole in (
+            ("search names whole", NAMES_WHOLE),
+            ("search facts whole", facts_whole(False)),
+            ("search relations whole", relations_whole(True)),
+        )
+        for step in ("rank", "rows")
     },
     **{f"count rows of {table}": count_rows_sql(table, 2) for table in FTS_INDEXES.values()},
     **{f"index new {kind}": sql for kind, sql in INDEX_NEW.items()},
