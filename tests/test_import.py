@@ -8,7 +8,7 @@ import itertools
 import json
 import re
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
 from memory import GraphMemory, InvalidInputError
-from memory.check_helper import CheckHelper, HelperGone
 from memory.import_check import ImportPlan, Step, check_import
 from memory.import_records import decode, plain_step, record_steps
 from memory.store import BULK_CHECKPOINT_PAGES
@@ -497,110 +496,40 @@ async def test_entities_are_numbered_in_the_order_lines_name_them(db_path: Path)
     assert names == ["Ann", "Cid", "Bob", "Bea", "Dan"]
 
 
-def _plan_steps(lines: Iterable[str], helper: bool, batch_size: int = 4) -> list[list[Step]]:
-    return list(check_import(lines, io.BytesIO(), batch_size, helper=helper).batches())
+def _plan_steps(lines: Iterable[str], batch_size: int = 4) -> list[list[Step]]:
+    return list(check_import(lines, io.BytesIO(), batch_size).batches())
 
 
 @pytest.fixture
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Chunks of 3 lines on a machine of two cores: the helper process checks some."""
+    """Lines checked 3 at a time."""
     monkeypatch.setattr("memory.import_check.CHUNK_LINES", 3)
-    monkeypatch.setattr("memory.import_check.cores", lambda: 2)
 
 
 @pytest.mark.usefixtures("small_chunks")
-def test_the_helper_process_plans_the_same_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_chunks_of_lines_plan_the_steps_in_batches() -> None:
     lines = [_observation(i) if i % 4 else "" for i in range(40)] + [_turn(1), _relation(1, "x")]
-    started: list[object] = []
-    monkeypatch.setattr("memory.import_check.CheckHelper", _Recorded(started, CheckHelper))
-    alone = _plan_steps(lines, helper=False)
-    assert not started
-    together = _plan_steps(lines, helper=True)
-    assert started and together == alone
-    assert [len(batch) for batch in together] == [4] * 8  # 32 steps, 10 blank lines
+    batches = _plan_steps(lines)
+    assert [len(batch) for batch in batches] == [4] * 8  # 32 steps, 10 blank lines
+    assert [step[0] for batch in batches for step in batch] == [
+        n for n in range(1, 43) if n > 40 or (n - 1) % 4
+    ]
 
 
 @pytest.mark.usefixtures("small_chunks")
 @pytest.mark.parametrize("first_bad", [5, 8, 14, 15])
-def test_the_first_bad_line_is_told_whoever_checked_it(first_bad: int) -> None:
+def test_the_first_bad_line_is_told(first_bad: int) -> None:
     lines = [_observation(i) for i in range(1, 31)]
-    for bad in (first_bad, first_bad + 3, 25):  # in other chunks, checked by either side
+    for bad in (first_bad, first_bad + 3, 25):  # in this chunk and later ones
         lines[bad - 1] = lines[bad - 1].replace('"text"', '"txt"')
     with pytest.raises(InvalidInputError, match=rf"^line {first_bad}: field 'text'"):
-        _plan_steps(lines, helper=True)
+        _plan_steps(lines)
 
 
-class _Gone:
-    """A helper that stops answering after `answers` replies."""
-
-    def __init__(self, answers: int) -> None:
-        self.inner = CheckHelper()
-        self.answers = answers
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.inner, name)
-
-    def result(self) -> tuple[bool, int, str, bytes]:
-        if self.answers == 0:
-            raise HelperGone("gone")
-        self.answers -= 1
-        return self.inner.result()
-
-
-class _Recorded:
-    def __init__(self, started: list[object], make: Callable[[], object]) -> None:
-        self.started, self.make = started, make
-
-    def __call__(self) -> object:
-        helper = self.make()
-        self.started.append(helper)
-        return helper
-
-
-@pytest.mark.usefixtures("small_chunks")
-@pytest.mark.parametrize("answers", [0, 2])
-def test_chunks_a_gone_helper_did_not_answer_are_checked_here(
-    monkeypatch: pytest.MonkeyPatch, answers: int
-) -> None:
-    lines = [_observation(i) for i in range(20)]
-    alone = _plan_steps(lines, helper=False)
-    monkeypatch.setattr("memory.import_check.CheckHelper", lambda: _Gone(answers))
-    assert _plan_steps(lines, helper=True) == alone
-
-
-@pytest.mark.usefixtures("small_chunks")
-def test_a_helper_that_cannot_start_leaves_the_checking_here(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    def cannot_start() -> None:
-        raise HelperGone("no interpreter")
-
-    lines = [_observation(i) for i in range(20)]
-    alone = _plan_steps(lines, helper=False)
-    monkeypatch.setattr("memory.import_check.CheckHelper", cannot_start)
-    assert _plan_steps(lines, helper=True) == alone
-
-
-@pytest.mark.usefixtures("small_chunks")
-@pytest.mark.parametrize(
-    "program", ["raise SystemExit(3)", "import sys; sys.stdout.buffer.write(b'nonsense')"]
-)
-def test_a_helper_that_dies_or_talks_nonsense_leaves_the_checking_here(
-    monkeypatch: pytest.MonkeyPatch, program: str
-) -> None:
-    lines = [_observation(i) for i in range(20)]
-    alone = _plan_steps(lines, helper=False)
-    monkeypatch.setattr("memory.check_helper.SERVE", program)
-    monkeypatch.setattr("memory.import_check.CheckHelper", _Ended)
-    assert _plan_steps(lines, helper=True) == alone
-
-
-class _Ended(CheckHelper):
-    """A helper whose process has ended by the time it is first asked anything."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._process.wait()
+def test_a_line_nested_too_deeply_is_named() -> None:
+    lines = [_observation(1), "[" * 100_000 + "]" * 100_000]
+    with pytest.raises(InvalidInputError, match=r"^line 2: nested too deeply$"):
+        _plan_steps(lines)
 
 
 def _then_failing(lines: list[str], error: Exception) -> Iterator[str]:
@@ -609,11 +538,8 @@ def _then_failing(lines: list[str], error: Exception) -> Iterator[str]:
 
 
 @pytest.mark.usefixtures("small_chunks")
-@pytest.mark.parametrize("helper", [False, True])
 @pytest.mark.parametrize("bad", [None, 2, 7])
-def test_an_error_reading_the_input_is_told_after_the_lines_before_it(
-    helper: bool, bad: int | None
-) -> None:
+def test_an_error_reading_the_input_is_told_after_the_lines_before_it(bad: int | None) -> None:
     """Lines are checked a chunk at a time: an error while reading a later line (one
     that is not UTF-8) must not hide a bad line before it, nor be lost."""
     lines = [_observation(i) for i in range(1, 9)]
@@ -622,4 +548,4 @@ def test_an_error_reading_the_input_is_told_after_the_lines_before_it(
     unreadable = InvalidInputError("line 9: not UTF-8 text (byte 3 of the line)")
     expected = rf"^line {bad}: Expecting" if bad else "^line 9: not UTF-8"
     with pytest.raises(InvalidInputError, match=expected):
-        _plan_steps(_then_failing(lines, unreadable), helper=helper)
+        _plan_steps(_then_failing(lines, unreadable))
