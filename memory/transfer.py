@@ -146,6 +146,7 @@ class Batch:
         self.entity_ids: dict[str, int] = {}  # by match key
         self.named: dict[str, int] = {}  # by name as written: no key to compute
         self.new_entities: list[list[Any]] = []  # INSERT_ENTITY rows not yet written
+        self.pending: dict[str, list[Any]] = {}  # the same rows, by match key
         self.next_entity_id = 0
         self.latest = 0
         self.counts: dict[str, int] = {}
@@ -172,10 +173,29 @@ class Batch:
             return known, False
         entity_id = self.entity_ids[key] = self.next_entity_id
         self.next_entity_id += 1
-        self.new_entities.append([self.tx.owner, project or GLOBAL, " ".join(name.split()), key,
-                                  entity_type, recorded_at, recorded_at])  # fmt: skip
+        row = [self.tx.owner, project or GLOBAL, " ".join(name.split()), key, entity_type,
+               recorded_at, recorded_at]  # fmt: skip
+        self.new_entities.append(row)
+        self.pending[key] = row
         self.latest = max(self.latest, recorded_at)
         return entity_id, True
+
+    def give_type(self, name: str, entity_type: str) -> None:
+        """An entity line naming an entity already known: its type replaces only the
+        placeholder `general` a fact or relation line before it gave (an export lists
+        entities first; a file put together by hand may not), never a type chosen."""
+        if entity_type == GENERAL:
+            return
+        key = match_key(name)
+        pending = self.pending.get(key)
+        if pending is not None:
+            if pending[4] == GENERAL:
+                pending[4] = entity_type
+            return
+        entity_id = self.entity_ids[key]
+        if self.tx.one(SELECT_ENTITY_TYPE, (entity_id,))[0] == GENERAL:
+            self.tx.index_new_rows()  # the entity may be new in this transaction
+            self.tx.run(UPDATE_ENTITY_TYPE, {"entity_type": entity_type, "id": entity_id})
 
     def entity_id(self, name: str, project: str | None, at: int) -> int:
         """The id of the entity a fact or relation names, created as `general` if new."""
@@ -223,6 +243,9 @@ INSERT_ENTITY_ROW = """
     VALUES (?, ?, ?, ?, ?, ?, ?)
 """
 SET_CHANGED_AT = "UPDATE entity SET changed_at = ? WHERE id = ?"
+GENERAL = "general"  # the type of an entity no line has typed
+SELECT_ENTITY_TYPE = "SELECT entity_type FROM entity WHERE id = ?"
+UPDATE_ENTITY_TYPE = "UPDATE entity SET entity_type = :entity_type WHERE id = :id"
 
 
 def _insert_entity(
@@ -254,6 +277,8 @@ def _write_entity(
     batch: Batch, name: str, entity_type: str, recorded_at: int, project: str | None
 ) -> None:
     created = _insert_entity(batch, name, entity_type, project, recorded_at)[1]
+    if not created:
+        batch.give_type(name, entity_type)
     batch.count("entities" if created else "skipped")
 
 
@@ -348,12 +373,15 @@ def _write_rows(batch: Batch, steps: list[Step]) -> None:
         if kind == "entity":
             _, _, name, entity_type, recorded_at, project = step
             created = batch.entity(name, entity_type, project, recorded_at)[1]
+            if not created:
+                batch.give_type(name, entity_type)
             batch.count("entities" if created else "skipped")
             continue
         kind_steps, rows = by_kind.setdefault(kind, ([], []))
         kind_steps.append(step)
         rows.append(ROW_KINDS[kind].row(batch, step))
     new_entities, batch.new_entities = batch.new_entities, []
+    batch.pending.clear()
     expected = _changed_at([rows for _, rows in by_kind.values()], by_kind.keys())
     for entity_id, entity in enumerate(new_entities, start=first_new):
         entity[6] = max(entity[5], expected.get(entity_id, 0))  # changed_at

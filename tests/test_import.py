@@ -549,3 +549,33 @@ def test_an_error_reading_the_input_is_told_after_the_lines_before_it(bad: int |
     expected = rf"^line {bad}: Expecting" if bad else "^line 9: not UTF-8"
     with pytest.raises(InvalidInputError, match=expected):
         _plan_steps(_then_failing(lines, unreadable))
+
+
+def _typed(name: str, entity_type: str) -> str:
+    return json.dumps({"type": "entity", "name": name, "entity_type": entity_type,
+                       "project": None, "recorded_at": _at(1)})  # fmt: skip
+
+
+@pytest.mark.parametrize("batch_size", [100, 1])
+async def test_an_entity_line_after_a_fact_naming_it_gives_its_type(
+    db_path: Path, batch_size: int
+) -> None:
+    """A fact line creates its entity as `general`; an entity line after it (in the
+    same batch or a later one, either format) gives the type; a type already chosen
+    is never replaced."""
+    reference_entity = json.dumps(
+        {"type": "entity", "name": "Rex", "entityType": "dog", "observations": []}
+    )
+    async with GraphMemory.open(db_path) as mem:
+        scope = mem.scope(app="a", user="u")
+        await scope.remember(entity="Chosen", facts=["x"], entity_type="person")
+        await scope.remember(entity="Plain", facts=["y"])
+        lines = [_fact("o1", "Ann", 1), _fact("o2", "Rex", 2), _fact("o3", "Chosen", 3),
+                 _typed("ann", "person"), reference_entity, _typed("Chosen", "robot"),
+                 _typed("Plain", "place"), _fact("o4", "Bo", 4), _typed("Bo", "general")]  # fmt: skip
+        await scope.import_lines(lines, batch_size=batch_size)
+        opened = await scope.open_nodes(names=["Ann", "Rex", "Chosen", "Plain", "Bo"])
+    types = {entity.name: entity.entity_type for entity in opened.entities}
+    assert types == {"Ann": "person", "Rex": "dog", "Chosen": "person", "Plain": "place",
+                     "Bo": "general"}  # fmt: skip
+    _fts_agrees(db_path)
