@@ -26,7 +26,7 @@ from .queries import GLOBAL, ScopeKey, ensure_owner
 from .store import Tx, json_list
 from .timestamps import format_time
 from .validation import parse_arguments
-from .writes import relate, remember
+from .writes import GENERAL, relate, remember, retype
 
 __all__ = ["ImportResult", "export_lines", "export_records", "write_batch"]
 
@@ -194,14 +194,13 @@ class Batch:
             return
         entity_id = self.entity_ids[key]
         if self.tx.one(SELECT_ENTITY_TYPE, (entity_id,))[0] == GENERAL:
-            self.tx.index_new_rows()  # the entity may be new in this transaction
-            self.tx.run(UPDATE_ENTITY_TYPE, {"entity_type": entity_type, "id": entity_id})
+            retype(self.tx, entity_id, entity_type)
 
     def entity_id(self, name: str, project: str | None, at: int) -> int:
         """The id of the entity a fact or relation names, created as `general` if new."""
         known = self.named.get(name)
         if known is None:
-            known = self.named[name] = self.entity(name, "general", project, at)[0]
+            known = self.named[name] = self.entity(name, GENERAL, project, at)[0]
         return known
 
 
@@ -243,9 +242,7 @@ INSERT_ENTITY_ROW = """
     VALUES (?, ?, ?, ?, ?, ?, ?)
 """
 SET_CHANGED_AT = "UPDATE entity SET changed_at = ? WHERE id = ?"
-GENERAL = "general"  # the type of an entity no line has typed
 SELECT_ENTITY_TYPE = "SELECT entity_type FROM entity WHERE id = ?"
-UPDATE_ENTITY_TYPE = "UPDATE entity SET entity_type = :entity_type WHERE id = :id"
 
 
 def _insert_entity(

@@ -52,6 +52,7 @@ INSERT_ENTITY = """
     VALUES (:owner, :project, :name, :key, :entity_type, :now, :now)
 """
 UPDATE_ENTITY_TYPE = "UPDATE entity SET entity_type = :entity_type WHERE id = :id"
+GENERAL = "general"  # the type of an entity created without one
 
 
 @dataclass
@@ -71,7 +72,7 @@ def upsert_entity(
     """The entity named `name`, created if new; a given type replaces the old one."""
     row = tx.one(SELECT_ENTITY, {"owner": owner, "key": match_key(name)})
     if row is None:
-        kind = entity_type or "general"
+        kind = entity_type or GENERAL
         entity_id = tx.add(
             "entity",
             INSERT_ENTITY,
@@ -87,10 +88,15 @@ def upsert_entity(
         return EntityRow(entity_id, display_name(name), kind, created=True)
     kind = row["entity_type"]
     if entity_type is not None and entity_type != kind:
-        tx.index_new_rows()  # the entity may be new in this transaction, not yet indexed
-        tx.run(UPDATE_ENTITY_TYPE, {"entity_type": entity_type, "id": row["id"]})
+        retype(tx, row["id"], entity_type)
         kind = entity_type
     return EntityRow(row["id"], row["name"], kind, created=False)
+
+
+def retype(tx: Tx, entity_id: int, entity_type: str) -> None:
+    """Give a stored entity another type."""
+    tx.index_new_rows()  # the entity may be new in this transaction, not yet indexed
+    tx.run(UPDATE_ENTITY_TYPE, {"entity_type": entity_type, "id": entity_id})
 
 
 # ---------------------------------------------------------------- closing rows
