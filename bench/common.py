@@ -1,14 +1,18 @@
-"""Shared helpers for the benchmarks: machine description and percentiles."""
+"""Shared helpers for the benchmarks: machine description, percentiles, and a raw
+JSON-RPC client for a server over stdio."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import os
 import platform
 import sqlite3
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO, Any
 
 
 def machine() -> str:
@@ -47,3 +51,84 @@ def size_arguments(description: str, sizes: str, runs: int) -> argparse.Namespac
     if not args.sizes or min(args.sizes) < 3 or args.runs < 1:
         parser.error("sizes must be at least 3 entities, runs at least 1")
     return args
+
+
+INITIALIZE = {
+    "protocolVersion": "2025-06-18",
+    "capabilities": {},
+    "clientInfo": {"name": "chronomem-bench", "version": "1"},
+}
+
+
+class StdioServer:
+    """An MCP server over stdio, spoken to in raw JSON-RPC: one request line out, one
+    response line back, so a call's time is the server's and the pipe's only (no
+    client library parsing or checking results; see BENCHMARKING in the docs)."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.next_id = 0
+        self.received = 0  # bytes of the last response line
+
+    @classmethod
+    async def start(
+        cls,
+        command: Sequence[str],
+        env: dict[str, str] | None = None,
+        stderr: IO[Any] | int = asyncio.subprocess.DEVNULL,
+    ) -> StdioServer:
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=stderr,
+            env=env,
+            limit=2**26,  # a read_graph page is one long line
+        )
+        server = cls(process)
+        await server.request("initialize", INITIALIZE)
+        await server.notify("notifications/initialized")
+        return server
+
+    async def notify(self, method: str) -> None:
+        await self._send({"jsonrpc": "2.0", "method": method})
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The result of one request; a JSON-RPC error or a tool error raises."""
+        self.next_id += 1
+        await self._send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        assert self.process.stdout is not None
+        while True:
+            line = await self.process.stdout.readline()
+            if not line:
+                raise RuntimeError(f"{method}: the server closed its output")
+            message = json.loads(line)
+            if message.get("id") == self.next_id:
+                if "error" in message or message["result"].get("isError"):
+                    raise RuntimeError(f"{method} failed: {message}")
+                self.received = len(line)
+                return message["result"]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return await self.request("tools/call", {"name": name, "arguments": arguments})
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message).encode() + b"\n")
+        await self.process.stdin.drain()
+
+    def peak_rss(self) -> int:
+        """Peak resident memory in bytes (Linux `VmHWM`; 0 where unknown)."""
+        try:
+            status = Path(f"/proc/{self.process.pid}/status").read_text()
+        except OSError:
+            return 0
+        for line in status.splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
+    async def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        await self.process.wait()

@@ -1,4 +1,4 @@
-"""chronomem against the reference MCP memory server, both over stdio, one MCP client.
+"""chronomem against the reference MCP memory server, both over stdio, the same calls.
 
     .venv/bin/python -m bench.peer [--sizes 1000,5000,20000] [--runs N] [--json FILE]
 
@@ -14,33 +14,37 @@ with Zipf frequencies from the synthetic vocabulary of bench.search_latency, and
 about 1.5 relations per entity to earlier entities (snake_case types such as
 works_with, which chronomem stores unchanged).
 
-Both servers get the same calls from the same client (the official MCP Python SDK),
-timed at the client around `call_tool`, so each time is a full round trip: request,
-server work, response, and the client's check of the result against the tool's
-output schema. After a warm-up, per operation:
+Both servers run at once and get the same calls, alternating call by call (and
+which goes first), timed at the client, so each time is a full round trip. After a
+warm-up, per operation:
 - search_nodes: 2-3 consecutive words of a random stored fact. Every query finds
   at least its source in both servers: the reference matches the whole query as a
   substring (and returns every match), chronomem ranks word matches (10 best).
 - open_nodes: 3 random names.
 - one write: add_observations of one new fact on a random entity for the
   reference, remember of the same fact on the same entity for chronomem.
-The ratio is the reference's median over chronomem's. Targets, reported and never
-asserted: every operation at least 10x faster at 5,000 entities, 30x at 20,000.
 
-The report also gives the least a call costs through this client: a search that
-finds nothing (a result of a few bytes), so the client's and the SDK's own share of
-every round trip, which bounds the ratio any read can reach.
+The calls are made twice. First in raw newline-delimited JSON-RPC (initialize,
+notifications/initialized, then each tools/call until its response arrives): the
+server's work and the pipe's, what any client waits for on the wire; the ratio of
+the medians (reference over chronomem) is judged against the targets, reported and
+never asserted: every operation at least 10x faster at 5,000 entities, 30x at
+20,000. Then through the official MCP Python SDK's client, reported separately: it
+also checks every result against the tool's output schema with jsonschema in
+Python, at a cost that grows with the result, and chronomem's results are larger
+(ten hits, each with every fact's id and four timestamps, as text and as structured
+content), so that table measures the client library as much as either server; its
+check is timed on its own too.
 
-A second table gives the same round trips less the client's output-schema check,
-with each result's size: the SDK checks results with jsonschema in Python, at a
-cost that grows with the result, and chronomem's results are larger (every fact
-with its ids and four timestamps, as indented text and as structured content), so
-the check is a large share of its round trip and says little about either server.
+The report also gives the least round trip, a search that finds nothing (a result of
+a few bytes): the protocol's and the transport's own share of every call, which
+bounds the ratio any read can reach.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import statistics
@@ -48,15 +52,18 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 import anyio
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from .common import machine, percentile, size_arguments
+from .common import StdioServer, machine, percentile, size_arguments
 from .search_latency import SEED, sentence, vocabulary
 
 PACKAGE = "@modelcontextprotocol/server-memory"
@@ -198,7 +205,7 @@ def hits(server: str, structured: dict[str, Any] | None) -> int:
 
 class Timings:
     """Per operation: each call's round trip, the part of it spent in the client's
-    output-schema check, and the response's size."""
+    output-schema check (SDK client only), and the response's size."""
 
     def __init__(self) -> None:
         self.total: dict[str, list[float]] = {}
@@ -213,55 +220,120 @@ class Timings:
         self.size.setdefault(operation, []).append(size)
 
 
-async def measure(
-    server: str, params: StdioServerParameters, calls: dict[str, list[tuple[Any, ...]]],
-    errlog: TextIO,
-) -> Timings:  # fmt: skip
-    """Time every call at the client; the first WARMUP of each operation are not kept.
+@dataclass(frozen=True)
+class Launch:
+    """How to start one server over stdio."""
 
-    The warm-up loads the servers' code paths and compiles the client's validators.
-    The client's output-schema check is timed on its own too, by wrapping the
-    session's public `validate_tool_result`, which `call_tool` awaits.
-    """
-    timings = Timings()
-    checks: list[float] = []
-    async with Client(stdio_client(params, errlog=errlog), cache=None) as client:
-        session = client.session
-        check = session.validate_tool_result
+    command: list[str]
+    env: dict[str, str]
 
-        async def timed_check(name: str, result: Any) -> None:
-            started = time.perf_counter()
-            try:
-                await check(name, result)
-            finally:
-                checks.append(time.perf_counter() - started)
 
-        session.validate_tool_result = timed_check  # type: ignore[method-assign]
-        for operation, tools in OPERATIONS.items():
-            tool = tools[0] if server == "reference" else tools[1]
-            for i, call in enumerate(calls[operation]):
-                args = arguments(server, operation, call)
-                checks.clear()
+class Reply(NamedTuple):
+    structured: dict[str, Any] | None
+    size: int  # bytes of the response
+    check: float  # seconds of it spent in the client's output-schema check
+
+
+Caller = Callable[[str, dict[str, Any]], Awaitable[Reply]]
+
+
+async def alternate(
+    callers: dict[str, Caller], calls: dict[str, list[tuple[Any, ...]]]
+) -> dict[str, Timings]:
+    """Time every call at the client, alternating the servers call by call (and which
+    of them goes first), so both see the same machine; the first WARMUP calls of each
+    operation load the servers' code paths and are not kept."""
+    timings = {server: Timings() for server in callers}
+    order = list(callers)
+    for operation, tools in OPERATIONS.items():
+        for i, call in enumerate(calls[operation]):
+            for server in order if i % 2 else order[::-1]:
+                tool = tools[0] if server == "reference" else tools[1]
                 started = time.perf_counter()
-                result = await client.call_tool(tool, args)
+                reply = await callers[server](tool, arguments(server, operation, call))
                 elapsed = time.perf_counter() - started
-                if result.is_error:
-                    text = " ".join(getattr(c, "text", "") for c in result.content)
-                    raise RuntimeError(f"{server} {tool}({args}) failed: {text}")
                 if i < WARMUP:
                     continue
-                size = len(result.model_dump_json(by_alias=True, exclude_none=True))
-                timings.add(operation, elapsed, sum(checks), size)
+                timings[server].add(operation, elapsed, reply.check, reply.size)
                 if operation == "search_nodes":
-                    timings.hits.append(hits(server, result.structured_content))
-        for i in range(len(calls["search_nodes"])):
+                    timings[server].hits.append(hits(server, reply.structured))
+    for i in range(len(calls["search_nodes"])):
+        for server in order if i % 2 else order[::-1]:
             started = time.perf_counter()
-            result = await client.call_tool("search_nodes", {"query": NO_MATCH})
+            reply = await callers[server]("search_nodes", {"query": NO_MATCH})
             if i >= WARMUP:
-                timings.floor.append(time.perf_counter() - started)
-            if hits(server, result.structured_content):
+                timings[server].floor.append(time.perf_counter() - started)
+            if hits(server, reply.structured):
                 raise RuntimeError(f"{server} found something for {NO_MATCH!r}")
     return timings
+
+
+async def measure_raw(
+    launches: dict[str, Launch], calls: dict[str, list[tuple[Any, ...]]], errlog: TextIO
+) -> dict[str, Timings]:
+    """Both servers spoken to in raw JSON-RPC (bench.common.StdioServer): each time is
+    the server's work and the pipe's, what a client waits for on the wire."""
+    servers: dict[str, StdioServer] = {}
+    try:
+        for name, launch in launches.items():
+            servers[name] = await StdioServer.start(launch.command, launch.env, errlog)
+
+        def caller(server: StdioServer) -> Caller:
+            async def call(tool: str, args: dict[str, Any]) -> Reply:
+                result = await server.call_tool(tool, args)
+                return Reply(result.get("structuredContent"), server.received, 0.0)
+
+            return call
+
+        return await alternate({name: caller(s) for name, s in servers.items()}, calls)
+    finally:
+        for server in servers.values():
+            await server.close()
+
+
+async def measure_sdk(
+    launches: dict[str, Launch], calls: dict[str, list[tuple[Any, ...]]], errlog: TextIO
+) -> dict[str, Timings]:
+    """Both servers through the official MCP Python SDK's client, its output-schema
+    check timed on its own by wrapping the session's public `validate_tool_result`,
+    which `call_tool` awaits."""
+    async with AsyncExitStack() as stack:
+        callers: dict[str, Caller] = {}
+        for name, launch in launches.items():
+            params = StdioServerParameters(
+                command=launch.command[0], args=launch.command[1:], env=launch.env
+            )
+            client = await stack.enter_async_context(
+                Client(stdio_client(params, errlog=errlog), cache=None)
+            )
+            callers[name] = _sdk_caller(name, client)
+        return await alternate(callers, calls)
+
+
+def _sdk_caller(name: str, client: Client) -> Caller:
+    session = client.session
+    check = session.validate_tool_result
+    checks: list[float] = []
+
+    async def timed_check(tool: str, result: Any) -> None:
+        started = time.perf_counter()
+        try:
+            await check(tool, result)
+        finally:
+            checks.append(time.perf_counter() - started)
+
+    session.validate_tool_result = timed_check  # type: ignore[method-assign]
+
+    async def call(tool: str, args: dict[str, Any]) -> Reply:
+        checks.clear()
+        result = await client.call_tool(tool, args)
+        if result.is_error:
+            text = " ".join(getattr(c, "text", "") for c in result.content)
+            raise RuntimeError(f"{name} {tool}({args}) failed: {text}")
+        size = len(result.model_dump_json(by_alias=True, exclude_none=True))
+        return Reply(result.structured_content, size, sum(checks))
+
+    return call
 
 
 def import_into_chronomem(chronomem: str, db: Path, jsonl: Path) -> tuple[float, dict[str, Any]]:
@@ -279,16 +351,19 @@ def import_into_chronomem(chronomem: str, db: Path, jsonl: Path) -> tuple[float,
 
 
 def summary(timings: Timings, operation: str) -> dict[str, float]:
-    """Percentiles in ms, with and without the client's output-schema check; mean kB."""
+    """Percentiles in ms and the mean result in kB; where the client checked results
+    against the tool's output schema, that check's p50 and the p50 without it."""
     total, check = timings.total[operation], timings.check[operation]
-    rest = [t - c for t, c in zip(total, check, strict=True)]
-    return {
+    numbers = {
         "p50_ms": percentile(total, 50) * 1000,
         "p95_ms": percentile(total, 95) * 1000,
-        "client_check_p50_ms": percentile(check, 50) * 1000,
-        "without_check_p50_ms": percentile(rest, 50) * 1000,
         "response_kb_mean": statistics.fmean(timings.size[operation]) / 1000,
     }
+    if any(check):
+        rest = [t - c for t, c in zip(total, check, strict=True)]
+        numbers["client_check_p50_ms"] = percentile(check, 50) * 1000
+        numbers["without_check_p50_ms"] = percentile(rest, 50) * 1000
+    return numbers
 
 
 def ratio(theirs: float, ours: float) -> float:
@@ -310,27 +385,35 @@ async def run_size(
     say(f"chronomem import of {jsonl.name} ({file_bytes / 1e6:.1f} MB)")
     import_seconds, imported = import_into_chronomem(chronomem, db, jsonl)
     calls = workload(records, WARMUP + runs)
-    reference = StdioServerParameters(
-        command=shutil.which("node") or "node",
-        args=[str(entry)],
-        env={"MEMORY_FILE_PATH": str(jsonl)},
-    )
-    ours = StdioServerParameters(
-        command=chronomem, args=["serve", "--db", str(db), "--app", "bench", "--user", "peer"]
-    )
+    launches = {
+        "reference": Launch(
+            [shutil.which("node") or "node", str(entry)],
+            {**os.environ, "MEMORY_FILE_PATH": str(jsonl)},
+        ),
+        "chronomem": Launch(
+            [chronomem, "serve", "--db", str(db), "--app", "bench", "--user", "peer"],
+            dict(os.environ),
+        ),
+    }
     with (folder / "servers.log").open("a", encoding="utf-8") as errlog:
-        say(f"reference server: {runs} timed calls per operation")
-        theirs = await measure("reference", reference, calls, errlog)
-        say(f"chronomem: {runs} timed calls per operation")
-        mine = await measure("chronomem", ours, calls, errlog)
+        say(f"both servers in raw JSON-RPC: {runs} timed calls per operation each")
+        raw = await measure_raw(launches, calls, errlog)
+        say(f"both servers through the SDK's client: {runs} timed calls per operation each")
+        sdk = await measure_sdk(launches, calls, errlog)
     operations = {}
     for operation in OPERATIONS:
-        a, b = summary(theirs, operation), summary(mine, operation)
+        a, b = summary(raw["reference"], operation), summary(raw["chronomem"], operation)
+        c, d = summary(sdk["reference"], operation), summary(sdk["chronomem"], operation)
         operations[operation] = {
             "reference": a,
             "chronomem": b,
             "ratio": ratio(a["p50_ms"], b["p50_ms"]),
-            "ratio_without_check": ratio(a["without_check_p50_ms"], b["without_check_p50_ms"]),
+            "sdk_client": {
+                "reference": c,
+                "chronomem": d,
+                "ratio": ratio(c["p50_ms"], d["p50_ms"]),
+                "ratio_without_check": ratio(c["without_check_p50_ms"], d["without_check_p50_ms"]),
+            },
         }
     return {
         "entities": entities,
@@ -340,12 +423,10 @@ async def run_size(
         "import_seconds": import_seconds,
         "imported": imported,
         "no_match_search_p50_ms": {
-            "reference": percentile(theirs.floor, 50) * 1000,
-            "chronomem": percentile(mine.floor, 50) * 1000,
+            server: percentile(timings.floor, 50) * 1000 for server, timings in raw.items()
         },
         "search_hits_mean": {
-            "reference": statistics.fmean(theirs.hits),
-            "chronomem": statistics.fmean(mine.hits),
+            server: statistics.fmean(timings.hits) for server, timings in raw.items()
         },
         "operations": operations,
     }
@@ -365,10 +446,14 @@ def table(results: list[dict[str, Any]], columns: list[str], row: Any) -> None:
 def report(results: list[dict[str, Any]], versions: dict[str, str], runs: int) -> None:
     print(
         f"chronomem {versions['chronomem']} against {PACKAGE} {versions['reference']} "
-        f"(Node {versions['node']}), both over stdio, client: MCP Python SDK {versions['mcp']}"
+        f"(Node {versions['node']}), both over stdio; clients: raw JSON-RPC, and MCP Python SDK "
+        f"{versions['mcp']}"
     )
     print(f"Machine: {machine()}")
-    print(f"Seed {SEED}; {runs} timed calls per operation and server after {WARMUP} warm-up calls")
+    print(
+        f"Seed {SEED}; {runs} timed calls per operation and server after {WARMUP} warm-up calls,"
+        " alternating between the two servers call by call"
+    )
     print()
     for r in results:
         print(
@@ -378,29 +463,23 @@ def report(results: list[dict[str, Any]], versions: dict[str, str], runs: int) -
             f"{r['search_hits_mean']['reference']:.1f}, chronomem "
             f"{r['search_hits_mean']['chronomem']:.1f}"
         )
-    print("\nRound trip at the client (ratio: reference p50 / chronomem p50):\n")
+    print(
+        "\nServer round trip: raw JSON-RPC over stdio, what a client waits for on the wire"
+        "\n(ratio: reference p50 / chronomem p50):\n"
+    )
     table(
         results,
-        ["reference ms (p50)", "chronomem ms (p50)", "ratio",
-         "reference ms (p95)", "chronomem ms (p95)"],
+        ["reference ms (p50)", "chronomem ms (p50)", "ratio", "reference ms (p95)",
+         "chronomem ms (p95)", "reference result kB", "chronomem result kB"],
         lambda o: [f"{o['reference']['p50_ms']:.2f}", f"{o['chronomem']['p50_ms']:.2f}",
                    f"{o['ratio']:.1f}x", f"{o['reference']['p95_ms']:.2f}",
-                   f"{o['chronomem']['p95_ms']:.2f}"],
-    )  # fmt: skip
-    print("\nThe same round trips less the client's output-schema check, and result sizes:\n")
-    table(
-        results,
-        ["reference ms (p50)", "chronomem ms (p50)", "ratio",
-         "reference result kB", "chronomem result kB"],
-        lambda o: [f"{o['reference']['without_check_p50_ms']:.2f}",
-                   f"{o['chronomem']['without_check_p50_ms']:.2f}",
-                   f"{o['ratio_without_check']:.1f}x",
+                   f"{o['chronomem']['p95_ms']:.2f}",
                    f"{o['reference']['response_kb_mean']:.1f}",
                    f"{o['chronomem']['response_kb_mean']:.1f}"],
     )  # fmt: skip
     print(
-        "\nThe least a call costs through this client, a search that finds nothing (p50 ms),"
-        "\nand so the highest ratio a read could reach (the reference's p50 over that):\n"
+        "\nThe least round trip, a search that finds nothing (p50 ms), and so the highest"
+        "\nratio a read could reach (the reference's p50 over chronomem's least):\n"
     )
     print("| entities | reference | chronomem | ceiling: search_nodes | ceiling: open_nodes |")
     print("|---|---|---|---|---|")
@@ -416,6 +495,19 @@ def report(results: list[dict[str, Any]], versions: dict[str, str], runs: int) -
             + " | ".join(ceilings)
             + " |"
         )
+    print(
+        "\nThe same calls through the MCP Python SDK's client, which also checks every result"
+        "\nagainst the tool's output schema with jsonschema in Python (this measures the"
+        "\nclient library too; its check grows with the result):\n"
+    )
+    table(
+        results,
+        ["reference ms (p50)", "chronomem ms (p50)", "ratio", "ratio less the client's check"],
+        lambda o: [f"{o['sdk_client']['reference']['p50_ms']:.2f}",
+                   f"{o['sdk_client']['chronomem']['p50_ms']:.2f}",
+                   f"{o['sdk_client']['ratio']:.1f}x",
+                   f"{o['sdk_client']['ratio_without_check']:.1f}x"],
+    )  # fmt: skip
     for r in results:
         wanted = TARGETS.get(r["entities"])
         if wanted is not None:
@@ -423,7 +515,8 @@ def report(results: list[dict[str, Any]], versions: dict[str, str], runs: int) -
             verdict = "met" if worst >= wanted else "not met"
             print(
                 f"\nTarget at {r['entities']:,} entities, every operation at least "
-                f"{wanted:.0f}x faster (reported, not asserted): {verdict}, smallest ratio "
+                f"{wanted:.0f}x faster in server round trip (reported, not asserted): "
+                f"{verdict}, smallest ratio "
                 f"{worst:.1f}x"
             )
 

@@ -19,7 +19,6 @@ Query words follow the Zipf vocabulary of `bench.search_latency`.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import random
@@ -36,7 +35,7 @@ import anyio
 
 from memory import GraphMemory, MemoryScope
 
-from .common import machine, percentile, size_arguments
+from .common import StdioServer, machine, percentile, size_arguments
 from .search_latency import sentence, vocabulary
 
 SEED = 7
@@ -218,78 +217,13 @@ def _serve_command(db: Path) -> list[str]:
     return [sys.executable, "-c", entry, "serve", "--db", str(db), "--app", APP, "--user", USER]
 
 
-class StdioServer:
-    """`chronomem serve` over stdio, spoken to in raw JSON-RPC: one request line out,
-    one response line back, so the time is the server's and the pipe's only."""
-
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
-        self.process = process
-        self.next_id = 0
-
-    @classmethod
-    async def start(cls, db: Path) -> StdioServer:
-        process = await asyncio.create_subprocess_exec(
-            *_serve_command(db),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
-            limit=2**26,  # a read_graph page is one long line
-        )
-        server = cls(process)
-        await server.request("initialize", INITIALIZE)
-        await server.notify("notifications/initialized")
-        return server
-
-    async def notify(self, method: str) -> None:
-        await self._send({"jsonrpc": "2.0", "method": method})
-
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        self.next_id += 1
-        await self._send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
-        assert self.process.stdout is not None
-        while True:
-            message = json.loads(await self.process.stdout.readline())
-            if message.get("id") == self.next_id:
-                if "error" in message or message["result"].get("isError"):
-                    raise RuntimeError(f"{method} failed: {message}")
-                return message["result"]
-
-    async def _send(self, message: dict[str, Any]) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps(message).encode() + b"\n")
-        await self.process.stdin.drain()
-
-    def peak_rss(self) -> int:
-        """Peak resident memory in bytes (Linux `VmHWM`; 0 where unknown)."""
-        try:
-            status = Path(f"/proc/{self.process.pid}/status").read_text()
-        except OSError:
-            return 0
-        for line in status.splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-        return 0
-
-    async def close(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        await self.process.wait()
-
-
-INITIALIZE = {
-    "protocolVersion": "2025-06-18",
-    "capabilities": {},
-    "clientInfo": {"name": "bench.scale", "version": "1"},
-}
-
-
 async def through_stdio(db: Path, plan: dict[str, list]) -> tuple[dict[str, list[float]], int]:
     """Times per operation over stdio in raw JSON-RPC, and the server's peak RSS."""
-    server = await StdioServer.start(db)
+    server = await StdioServer.start(_serve_command(db))
     try:
 
         async def call(row: str, arguments: dict[str, Any]) -> object:
-            return await server.request("tools/call", {"name": TOOL[row], "arguments": arguments})
+            return await server.call_tool(TOOL[row], arguments)
 
         times = {
             row: await timed(lambda a, r=row: call(r, a), calls) for row, calls in plan.items()
@@ -328,7 +262,7 @@ async def cold_start(db: Path, times: int = 5) -> float:
     spans = []
     for _ in range(times):
         started = time.perf_counter()
-        server = await StdioServer.start(db)
+        server = await StdioServer.start(_serve_command(db))
         spans.append(time.perf_counter() - started)
         await server.close()
     return statistics.median(spans)

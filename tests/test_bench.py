@@ -67,9 +67,14 @@ def test_peer_runs(tmp_path: Path) -> None:
     assert (
         "| entities | reference | chronomem | ceiling: search_nodes | ceiling: open_nodes |" in out
     )
+    sdk = "| reference ms (p50) | chronomem ms (p50) | ratio | ratio less the client's check |"
+    assert sdk in out
     result = json.loads((tmp_path / "r.json").read_text())
     least = result["sizes"][0]["no_match_search_p50_ms"]
     assert least["reference"] > 0 and least["chronomem"] > 0
+    for operation in result["sizes"][0]["operations"].values():
+        assert operation["ratio"] > 0  # raw JSON-RPC round trips
+        assert operation["sdk_client"]["chronomem"]["client_check_p50_ms"] > 0
 
 
 @pytest.mark.parametrize("client", ["raw", "sdk"])
