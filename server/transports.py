@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import gc
+import sys
 from importlib.util import find_spec
 from typing import Any
 
 import uvicorn
 from mcp.server import MCPServer
+from mcp.server.stdio import stdio_server
 from starlette.types import ASGIApp
 
 from .auth import BearerAuth, TokenFile
+from .pipes import claimed_pipes
 from .settings import HTTP_PATH, MESSAGES_PATH, SSE_PATH, Settings
 
-__all__ = ["backend_options", "http_app", "serve"]
+__all__ = ["backend_options", "http_app", "serve", "serve_stdio"]
 
 
 def http_app(server: MCPServer, settings: Settings, transport: str, host: str) -> ASGIApp:
@@ -68,7 +71,30 @@ async def serve(
     99th percentile (bench/load.py, 16 clients: p99 ~140 -> ~100 ms)."""
     gc.freeze()
     if transport == "stdio":
-        await server.run_stdio_async()
+        await serve_stdio(server)
         return
     app = http_app(server, settings, transport, host)
     await uvicorn.Server(uvicorn_config(app, host, port)).serve()
+
+
+async def serve_stdio(server: MCPServer) -> None:
+    """`server.run_stdio_async()`, with the SDK's `stdio_server` given asyncio pipes
+    over stdin and stdout (`server.pipes`: no thread hop per line) where they can be
+    watched. The SDK starts its low-level server this way itself; it has no public
+    name for it, so without one (another SDK version) its own path serves."""
+    lowlevel = getattr(server, "_lowlevel_server", None)
+    try:
+        if lowlevel is None:
+            await server.run_stdio_async()
+            return
+        async with claimed_pipes() as pipes:
+            if pipes is None:  # the descriptors are the SDK's again, untouched
+                await server.run_stdio_async()
+                return
+            async with stdio_server(*pipes) as (read_stream, write_stream):  # type: ignore[arg-type]
+                options = lowlevel.create_initialization_options()
+                await lowlevel.run(read_stream, write_stream, options)
+    except* (BrokenPipeError, ConnectionResetError):
+        # The client stopped reading (it exited or closed its end): nobody is left
+        # to answer, which is the end of a stdio session, not a crash to report.
+        print("chronomem: the client closed the connection", file=sys.stderr)

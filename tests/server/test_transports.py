@@ -228,10 +228,10 @@ async def test_serving_freezes_what_was_loaded_out_of_the_collectors_reach(
     server = build_server(settings)
     seen: list[int] = []
 
-    async def run_stdio() -> None:
+    async def serve_stdio(_: object) -> None:
         seen.append(gc.get_freeze_count())
 
-    monkeypatch.setattr(server, "run_stdio_async", run_stdio)
+    monkeypatch.setattr(transports, "serve_stdio", serve_stdio)
     gc.unfreeze()
     try:
         await transports.serve(server, settings, "stdio", HOST, 0)
