@@ -3,68 +3,147 @@
 The SDK's `stdio_server()` reads and writes the process's stdin and stdout through
 anyio's `wrap_file`: a worker thread for every line read, every write and every
 flush, three hand-overs of the GIL a call. Given streams of its own it uses those
-instead, so `claimed_pipes` gives it asyncio's pipe transports over the same
-descriptors, which the event loop watches itself. A search that finds nothing,
+instead, so `claimed_pipes` gives it streams over the same descriptors that the
+event loop serves itself. A search that finds nothing,
 timed in raw JSON-RPC: 2.1 -> 1.15 ms a round trip, the server's CPU 2.0 -> 1.05 ms
 a call (2 cores).
 
-Like the SDK, it takes the wire off fds 0 and 1 while serving (fd 0 reads the null
-device, fd 1 writes to stderr), so a library that prints cannot corrupt a message,
-and puts them back afterwards. Where asyncio cannot watch the descriptors (a
-regular file, or Windows) it gives None and the SDK's own transport serves.
+Only pipes and sockets are served so (how MCP clients start a server: Python's
+with pipes, Node's with socket pairs). stdin is read by asyncio's pipe transport;
+stdout is written directly, waiting for the event loop when the pipe is full (a
+write transport would also watch stdout for reading, and take a socket's incoming
+data or half-close for the client leaving). A terminal, the null device, a regular
+file and Windows get None, and the SDK's own transport serves them. Like the SDK,
+it takes the wire off fds 0 and 1 while serving (fd 0 reads the null device, fd 1
+writes to stderr), so a library that prints cannot corrupt a message, and puts
+them back afterwards.
+
+Differences from the SDK's transport: a line ends at `\\n` only (the protocol's
+delimiter; `\\r\\n` works, a bare `\\r` does not); a line longer than LINE_LIMIT is
+dropped whole; and when the client closes stdin, the requests it sent before are
+answered before the server stops (for up to EOF_GRACE seconds), where the SDK
+cancels whatever is still running.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import stat
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 
-__all__ = ["LINE_LIMIT", "PipeLines", "PipeWriter", "claimed_pipes"]
+__all__ = ["EOF_GRACE", "LINE_LIMIT", "PipeLines", "PipeWriter", "claimed_pipes"]
 
-# The longest request line read; a longer one is dropped and stands in as a line
-# that is not JSON, which the SDK reports like any malformed message. The largest
-# valid request (200 turns of 20,000 characters, every one escaped) is below 30 MiB.
+# The longest request line read; a longer one is dropped to its end and stands in
+# as a line that is not JSON, which the SDK reports like any malformed message. The
+# largest valid request (200 turns of 20,000 characters, all escaped) is < 30 MiB.
 LINE_LIMIT = 64 * 2**20
 NOT_JSON = "{\n"
+EOF_GRACE = 10.0  # seconds: the longest wait at end of input for answers owed
+# How the SDK writes a response (JSONRPCResponse or JSONRPCError: id first).
+RESPONSE_START = '{"jsonrpc":"2.0","id":'
+
+
+class _Owed:
+    """Requests read and responses written: at end of input, the server waits until
+    every request read has its answer. A line is counted as a request if it has
+    both an "id" and a "method" key; a notification with an "id" nested in its
+    params would be owed an answer that never comes, so the wait is bounded."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.responses = 0
+        self.settled = asyncio.Event()
+
+    def check(self) -> None:
+        if self.responses >= self.requests:
+            self.settled.set()
+        else:
+            self.settled.clear()
 
 
 class PipeLines:
     """The wire's incoming lines as text, as the SDK iterates over stdin: UTF-8 with
     undecodable bytes replaced, as its own transport reads them."""
 
-    def __init__(self, reader: asyncio.StreamReader) -> None:
+    def __init__(self, reader: asyncio.StreamReader, owed: _Owed | None = None) -> None:
         self._reader = reader
+        self._owed = owed or _Owed()
 
     def __aiter__(self) -> PipeLines:
         return self
 
     async def __anext__(self) -> str:
         try:
-            line = await self._reader.readline()
-        except ValueError:  # longer than LINE_LIMIT: asyncio has dropped it
+            line = await self._reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as end:  # end of input
+            line = end.partial  # a last line without its newline
+        except asyncio.LimitOverrunError:
+            await self._drop_line()
             return NOT_JSON
         if not line:
+            await self._answered()
             raise StopAsyncIteration
+        if b'"id"' in line and b'"method"' in line:
+            self._owed.requests += 1
+            self._owed.check()
         return line.decode("utf-8", errors="replace")
+
+    async def _drop_line(self) -> None:
+        """Discard the rest of an over-long line, up to its newline or end of input."""
+        while True:
+            try:
+                await self._reader.readuntil(b"\n")
+                return
+            except asyncio.LimitOverrunError as long:
+                await self._reader.readexactly(long.consumed)
+            except asyncio.IncompleteReadError:
+                return
+
+    async def _answered(self) -> None:
+        self._owed.check()
+        with suppress(TimeoutError):  # then give up: the SDK stops what still runs
+            await asyncio.wait_for(self._owed.settled.wait(), EOF_GRACE)
 
 
 class PipeWriter:
-    """The wire's outgoing side, with the two calls the SDK makes on stdout."""
+    """The wire's outgoing side, with the two calls the SDK makes on stdout: `write`
+    keeps a message, `flush` sends it whole, as the SDK's blocking flush does, so
+    nothing is left in memory when the server stops. A closed pipe raises
+    BrokenPipeError (a socket: ConnectionResetError); any other error is raised as
+    it is."""
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self._writer = writer
+    def __init__(self, fd: int, owed: _Owed | None = None) -> None:
+        self._fd = fd  # non-blocking
+        self._pending: list[bytes] = []
+        self._owed = owed or _Owed()
 
     async def write(self, text: str) -> None:
-        self._writer.write(text.encode("utf-8"))
+        self._pending.append(text.encode("utf-8"))
+        if text.startswith(RESPONSE_START):
+            self._owed.responses += 1
 
     async def flush(self) -> None:
-        # The transport's high-water mark is 0 (`claimed_pipes`): this returns once
-        # the pipe has taken every byte, as the SDK's blocking flush does, so nothing
-        # is left in memory when the server stops.
-        await self._writer.drain()
+        data, self._pending = b"".join(self._pending), []
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self._fd, view) :]
+            except BlockingIOError:  # the pipe is full: wait until the client reads
+                await _writable(self._fd)
+        self._owed.check()
+
+
+async def _writable(fd: int) -> None:
+    loop = asyncio.get_running_loop()
+    ready = loop.create_future()
+    loop.add_writer(fd, lambda: ready.done() or ready.set_result(None))
+    try:
+        await ready
+    finally:
+        loop.remove_writer(fd)
 
 
 def _private_copy(fd: int) -> int:
@@ -74,56 +153,54 @@ def _private_copy(fd: int) -> int:
     return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
 
 
+def _servable() -> bool:
+    """Whether stdin and stdout are pipes or sockets."""
+    if sys.platform == "win32":
+        return False
+    try:
+        modes = [os.fstat(fd).st_mode for fd in (0, 1)]
+    except OSError:
+        return False
+    return all(stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) for mode in modes)
+
+
 @asynccontextmanager
 async def claimed_pipes() -> AsyncIterator[tuple[PipeLines, PipeWriter] | None]:
     """The wire (this process's stdin and stdout) as asyncio pipes while the block
-    runs, or None where asyncio cannot serve them; see the module's docstring."""
-    if sys.platform == "win32":
+    runs, or None where they are not served so; see the module's docstring."""
+    if not _servable():
         yield None
         return
     loop = asyncio.get_running_loop()
     saved = {fd: _private_copy(fd) for fd in (0, 1)}
-    # asyncio makes a pipe non-blocking, and the pipe's open file is shared with
-    # whoever gave it to us (a terminal, say): its mode is put back afterwards.
+    # The wire is made non-blocking, and its open files may be shared with whoever
+    # gave them to us: their modes are put back afterwards.
     blocking = {fd: os.get_blocking(copy) for fd, copy in saved.items()}
     wire_in = os.fdopen(_private_copy(0), "rb", buffering=0)
-    wire_out = os.fdopen(_private_copy(1), "wb", buffering=0)
+    wire_out = _private_copy(1)
     read_transport: asyncio.ReadTransport | None = None
-    write_transport: asyncio.WriteTransport | None = None
 
     def release() -> None:
-        # Every message was flushed whole, so nothing is left to send: abort stops
-        # watching the pipe at once, before its descriptor is closed here.
         if read_transport is not None:
-            read_transport.close()
-        if write_transport is not None and not write_transport.is_closing():
-            write_transport.abort()  # (a pipe whose reader has gone is closed already)
+            read_transport.close()  # stops watching stdin at once
         wire_in.close()
-        wire_out.close()
+        os.close(wire_out)
         for fd, copy in saved.items():
             os.dup2(copy, fd)
             os.set_blocking(fd, blocking[fd])
             os.close(copy)
 
     reader = asyncio.StreamReader(limit=LINE_LIMIT, loop=loop)
-    try:  # stdout first: once watched, stdin is read, and a fallback would lose that
-        write_transport, protocol = await loop.connect_write_pipe(
-            asyncio.streams.FlowControlMixin, wire_out
-        )
+    try:
         read_transport, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader, loop=loop), wire_in
         )
-    except (OSError, ValueError):  # not a pipe, socket or character device
-        release()  # before the SDK's transport uses the same descriptors
-        yield None
-        return
-    try:
-        write_transport.set_write_buffer_limits(high=0)
-        writer = asyncio.StreamWriter(write_transport, protocol, None, loop)  # type: ignore[arg-type]
+        os.set_blocking(wire_out, False)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
         os.dup2(2, 1)
-        yield PipeLines(reader), PipeWriter(writer)
+        owed = _Owed()
+        yield PipeLines(reader, owed), PipeWriter(wire_out, owed)
     finally:
         release()

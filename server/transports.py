@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import sys
+from contextlib import suppress
 from importlib.util import find_spec
 from typing import Any
 
@@ -97,4 +98,5 @@ async def serve_stdio(server: MCPServer) -> None:
     except* (BrokenPipeError, ConnectionResetError):
         # The client stopped reading (it exited or closed its end): nobody is left
         # to answer, which is the end of a stdio session, not a crash to report.
-        print("chronomem: the client closed the connection", file=sys.stderr)
+        with suppress(OSError):  # stderr may have gone with the client
+            print("chronomem: the client closed the connection", file=sys.stderr)

@@ -1,12 +1,15 @@
-"""stdio over asyncio pipes (`server.pipes`): what the SDK's transport reads from them,
-the wire claimed while serving and given back, the fallbacks, and `chronomem serve`
-over pipes with a request line of megabytes and a client that stops reading."""
+"""stdio served by the event loop (`server.pipes`): what the SDK's transport reads,
+the answers owed at end of input, the wire claimed while serving and given back, the
+fallbacks, and `chronomem serve` over pipes and sockets: a request line of megabytes,
+requests sent just before end of input, one socket for both ends, a client that
+stops reading."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -45,6 +48,80 @@ async def test_a_line_over_the_limit_stands_in_as_not_json_and_reading_goes_on()
     assert lines == [pipes.NOT_JSON, '{"next": 1}\n']
     with pytest.raises(json.JSONDecodeError):
         json.loads(pipes.NOT_JSON)
+
+
+async def test_a_line_over_the_limit_is_dropped_whole_while_it_arrives() -> None:
+    """Its tail, arriving after the limit was passed, is no message of its own."""
+    reader = asyncio.StreamReader(limit=50)
+    lines = pipes.PipeLines(reader)
+    first = asyncio.ensure_future(lines.__anext__())
+    reader.feed_data(b"[" + b" " * 120)
+    await asyncio.sleep(0)
+    reader.feed_data(b" " * 120)
+    await asyncio.sleep(0)
+    reader.feed_data(b'{"jsonrpc": "2.0", "id": 7, "method": "ping"}\n{"next": 1}\n')
+    reader.feed_eof()
+    assert await first == pipes.NOT_JSON
+    assert [line async for line in lines] == ['{"next": 1}\n']
+
+
+def _writer() -> tuple[pipes.PipeWriter, int, pipes._Owed]:
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    owed = pipes._Owed()
+    return pipes.PipeWriter(write_end, owed), read_end, owed
+
+
+async def test_end_of_input_waits_for_the_answers_owed() -> None:
+    writer, read_end, owed = _writer()
+    reader = asyncio.StreamReader()
+    lines = pipes.PipeLines(reader, owed)
+    reader.feed_data(b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n')
+    reader.feed_data(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+    reader.feed_eof()
+    assert len([await lines.__anext__(), await lines.__anext__()]) == 2
+    end = asyncio.ensure_future(lines.__anext__())
+    await asyncio.sleep(0.05)
+    assert not end.done()  # the request read has no answer yet
+    await writer.write('{"jsonrpc":"2.0","id":1,"result":{}}\n')
+    await writer.flush()
+    with pytest.raises(StopAsyncIteration):
+        await end
+    assert os.read(read_end, 100) == b'{"jsonrpc":"2.0","id":1,"result":{}}\n'
+
+
+async def test_end_of_input_waits_for_answers_at_most_eof_grace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pipes, "EOF_GRACE", 0.05)
+    reader = asyncio.StreamReader()
+    lines = pipes.PipeLines(reader)
+    reader.feed_data(b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n')
+    reader.feed_eof()
+    assert [line async for line in lines] == ['{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n']
+
+
+async def test_a_message_is_sent_whole_past_a_full_pipe_and_a_closed_one_raises() -> None:
+    writer, read_end, _ = _writer()
+    os.set_blocking(read_end, False)
+    message = "x" * 300_000 + "\n"  # several times what a pipe holds
+
+    async def receive() -> bytes:
+        received = b""
+        while len(received) < len(message):
+            await asyncio.sleep(0.001)
+            with suppress(BlockingIOError):
+                received += os.read(read_end, 65536)
+        return received
+
+    reading = asyncio.ensure_future(receive())
+    await writer.write(message)
+    await writer.flush()
+    assert (await reading).decode() == message
+    os.close(read_end)
+    await writer.write("gone\n")
+    with pytest.raises(BrokenPipeError):
+        await writer.flush()
 
 
 def test_the_sdk_has_the_server_the_pipes_are_given_to() -> None:
@@ -104,6 +181,13 @@ def test_the_wire_is_claimed_while_serving_and_given_back() -> None:
     assert seen["claimed"] and seen["read"] == "hello\n"
     assert seen["fd0"] == ""  # fd 0 reads the null device meanwhile
     assert seen["blocking_kept"]
+
+
+def test_the_null_device_for_stdin_is_left_to_the_sdk() -> None:
+    """A character device (the null device, a terminal): never made non-blocking."""
+    stdout, seen = _child(stdin=subprocess.DEVNULL)
+    assert seen["claimed"] is False and seen["blocking_kept"]
+    assert stdout == "after\n"
 
 
 def test_stdin_from_a_regular_file_is_left_to_the_sdk(tmp_path: Path) -> None:
@@ -174,3 +258,58 @@ def test_serve_ends_quietly_when_the_client_stops_reading(tmp_path: Path) -> Non
         stderr = process.stderr.read().decode() if process.stderr else ""
     assert "the client closed the connection" in stderr
     assert "Traceback" not in stderr
+
+
+def test_requests_sent_just_before_end_of_input_are_answered(tmp_path: Path) -> None:
+    """`printf ... | chronomem serve`: the SDK's own transport cancelled what was still
+    running when stdin ended; the requests read are answered first now."""
+    requests = [
+        _request(1, "initialize", INITIALIZE),
+        b'{"jsonrpc": "2.0", "method": "notifications/initialized"}',
+        _request(2, "tools/call", {"name": "remember",
+                                   "arguments": {"entity": "Alice", "facts": ["likes tea"]}}),
+        _request(3, "tools/call", {"name": "search_nodes", "arguments": {"query": "tea"}}),
+    ]  # fmt: skip
+    with _serve(tmp_path) as process:
+        stdout, _ = process.communicate(b"\n".join(requests) + b"\n", timeout=30)
+    answers = {answer["id"]: answer for answer in map(json.loads, stdout.splitlines())}
+    assert sorted(answers) == [1, 2, 3]
+    assert answers[2]["result"]["isError"] is False
+    assert answers[3]["result"]["structuredContent"]["hits"][0]["entity"]["name"] == "Alice"
+
+
+@pytest.mark.parametrize("ends", ["one socket for both", "a socket each, stdout half-closed"])
+def test_serve_over_sockets(tmp_path: Path, ends: str) -> None:
+    """inetd and socat give one socket as stdin and stdout; Node gives a socket pair
+    each. Incoming data or a half-close on stdout's socket is no client leaving."""
+    ours, theirs = socket.socketpair()
+    if ends == "one socket for both":
+        stdin = stdout = theirs
+        reply = ours
+    else:
+        reply, stdout = socket.socketpair()
+        reply.shutdown(socket.SHUT_WR)
+        stdin = theirs
+    process = subprocess.Popen(
+        [CHRONOMEM, "serve", "--db", str(tmp_path / "memory.db")],
+        stdin=stdin.fileno(),
+        stdout=stdout.fileno(),
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "CHRONOMEM_DB": ""},
+    )
+    theirs.close()
+    stdout.close()
+    answers = reply.makefile("rb")
+    try:
+        ours.sendall(_request(1, "initialize", INITIALIZE) + b"\n")
+        assert json.loads(answers.readline())["id"] == 1
+        ours.sendall(_request(2, "ping", {}) + b"\n")
+        assert json.loads(answers.readline()) == {"jsonrpc": "2.0", "id": 2, "result": {}}
+        ours.shutdown(socket.SHUT_WR)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+        answers.close()
+        ours.close()
+        reply.close()
