@@ -21,14 +21,16 @@ them back afterwards.
 Differences from the SDK's transport: a line ends at `\\n` only (the protocol's
 delimiter; `\\r\\n` works, a bare `\\r` does not); a line longer than LINE_LIMIT is
 dropped whole; and when the client closes stdin, the requests it sent before are
-answered before the server stops (for up to EOF_GRACE seconds), where the SDK
-cancels whatever is still running.
+answered before the server stops (those still being worked out EOF_GRACE seconds
+later are cancelled, as the SDK cancels them at once). Writing an answer waits for
+the client to read it, with no time limit, as the SDK's transport does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import stat
 import sys
 from collections.abc import AsyncIterator
@@ -41,7 +43,9 @@ __all__ = ["EOF_GRACE", "LINE_LIMIT", "PipeLines", "PipeWriter", "claimed_pipes"
 # largest valid request (200 turns of 20,000 characters, all escaped) is < 30 MiB.
 LINE_LIMIT = 64 * 2**20
 NOT_JSON = "{\n"
-EOF_GRACE = 10.0  # seconds: the longest wait at end of input for answers owed
+# Seconds: the longest wait at end of input for answers still being worked out;
+# under the 2 s the SDK's Python client gives a server to exit after closing stdin.
+EOF_GRACE = 1.5
 # How the SDK writes a response (JSONRPCResponse or JSONRPCError: id first).
 RESPONSE_START = '{"jsonrpc":"2.0","id":'
 
@@ -49,8 +53,10 @@ RESPONSE_START = '{"jsonrpc":"2.0","id":'
 class _Owed:
     """Requests read and responses written: at end of input, the server waits until
     every request read has its answer. A line is counted as a request if it has
-    both an "id" and a "method" key; a notification with an "id" nested in its
-    params would be owed an answer that never comes, so the wait is bounded."""
+    both an "id" and a "method" key, and a cancellation takes one back (the SDK
+    does not answer a cancelled request). A line the SDK drops as malformed, or a
+    notification with an "id" nested in its params, is owed an answer that never
+    comes: hence the bound, EOF_GRACE."""
 
     def __init__(self) -> None:
         self.requests = 0
@@ -88,7 +94,9 @@ class PipeLines:
             raise StopAsyncIteration
         if b'"id"' in line and b'"method"' in line:
             self._owed.requests += 1
-            self._owed.check()
+        elif b'"notifications/cancelled"' in line:
+            self._owed.requests -= 1
+        self._owed.check()
         return line.decode("utf-8", errors="replace")
 
     async def _drop_line(self) -> None:
@@ -153,6 +161,18 @@ def _private_copy(fd: int) -> int:
     return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
 
 
+def _die_restoring(modes: dict[int, bool]) -> None:
+    """SIGTERM ends the process without unwinding (its default): put the blocking
+    modes of the wire's open files back first (`modes`: by a descriptor of each),
+    since whoever shares them (a wrapper script, say) would find them non-blocking,
+    then die of it as usual."""
+    for fd, mode in modes.items():
+        with suppress(OSError):
+            os.set_blocking(fd, mode)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 def _servable() -> bool:
     """Whether stdin and stdout are pipes or sockets."""
     if sys.platform == "win32":
@@ -181,6 +201,8 @@ async def claimed_pipes() -> AsyncIterator[tuple[PipeLines, PipeWriter] | None]:
     read_transport: asyncio.ReadTransport | None = None
 
     def release() -> None:
+        with suppress(RuntimeError, ValueError):
+            loop.remove_signal_handler(signal.SIGTERM)
         if read_transport is not None:
             read_transport.close()  # stops watching stdin at once
         wire_in.close()
@@ -196,6 +218,9 @@ async def claimed_pipes() -> AsyncIterator[tuple[PipeLines, PipeWriter] | None]:
             lambda: asyncio.StreamReaderProtocol(reader, loop=loop), wire_in
         )
         os.set_blocking(wire_out, False)
+        wire_modes = {saved[fd]: mode for fd, mode in blocking.items()}
+        with suppress(RuntimeError, ValueError):  # only the main thread's loop can
+            loop.add_signal_handler(signal.SIGTERM, _die_restoring, wire_modes)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -88,6 +89,19 @@ async def test_end_of_input_waits_for_the_answers_owed() -> None:
     with pytest.raises(StopAsyncIteration):
         await end
     assert os.read(read_end, 100) == b'{"jsonrpc":"2.0","id":1,"result":{}}\n'
+
+
+async def test_a_cancelled_request_is_owed_no_answer() -> None:
+    """The SDK does not answer a request the client cancelled: no wait for it."""
+    reader = asyncio.StreamReader()
+    lines = pipes.PipeLines(reader)
+    reader.feed_data(b'{"jsonrpc": "2.0", "id": 9, "method": "tools/call"}\n')
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9}}
+    reader.feed_data(json.dumps(cancel).encode() + b"\n")
+    reader.feed_eof()
+    started = time.monotonic()
+    assert len([line async for line in lines]) == 2
+    assert time.monotonic() - started < pipes.EOF_GRACE / 2
 
 
 async def test_end_of_input_waits_for_answers_at_most_eof_grace(
@@ -313,3 +327,30 @@ def test_serve_over_sockets(tmp_path: Path, ends: str) -> None:
         answers.close()
         ours.close()
         reply.close()
+
+
+def test_sigterm_gives_the_wire_its_blocking_mode_back(tmp_path: Path) -> None:
+    """The client's end of nothing changes, but a process sharing the server's ends
+    (here the test, holding the same open files) must not find them non-blocking."""
+    stdin_read, stdin_write = os.pipe()
+    stdout_read, stdout_write = os.pipe()
+    process = subprocess.Popen(
+        [CHRONOMEM, "serve", "--db", str(tmp_path / "memory.db")],
+        stdin=stdin_read,
+        stdout=stdout_write,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "CHRONOMEM_DB": ""},
+    )
+    try:
+        os.write(stdin_write, _request(1, "initialize", INITIALIZE) + b"\n")
+        with os.fdopen(os.dup(stdout_read), "rb") as answers:
+            assert json.loads(answers.readline())["id"] == 1
+        assert not os.get_blocking(stdin_read)  # serving: the shared open file
+        process.terminate()
+        assert process.wait(timeout=30) == -signal.SIGTERM
+        assert os.get_blocking(stdin_read) and os.get_blocking(stdout_write)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        for fd in (stdin_read, stdin_write, stdout_read, stdout_write):
+            os.close(fd)
