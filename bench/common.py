@@ -63,7 +63,7 @@ INITIALIZE = {
 class StdioServer:
     """An MCP server over stdio, spoken to in raw JSON-RPC: one request line out, one
     response line back, so a call's time is the server's and the pipe's only (no
-    client library parsing or checking results; see BENCHMARKING in the docs)."""
+    client library parsing or checking results)."""
 
     def __init__(self, process: asyncio.subprocess.Process) -> None:
         self.process = process
