@@ -186,8 +186,8 @@ def _servable() -> bool:
 
 @asynccontextmanager
 async def claimed_pipes() -> AsyncIterator[tuple[PipeLines, PipeWriter] | None]:
-    """The wire (this process's stdin and stdout) as asyncio pipes while the block
-    runs, or None where they are not served so; see the module's docstring."""
+    """The wire (this process's stdin and stdout) served by the event loop while the
+    block runs, or None where it is not served so; see the module's docstring."""
     if not _servable():
         yield None
         return
