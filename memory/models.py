@@ -6,7 +6,7 @@ output schemas) and the CLI's `--json` output.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -55,6 +55,8 @@ __all__ = [
     "SearchNodesArgs",
     "SearchNodesResult",
     "TimelineItem",
+    "TimelineObservation",
+    "TimelineRelation",
     "TurnIn",
 ]
 
@@ -140,13 +142,20 @@ class OpenNodesArgs(_ReadAt):
 
 
 class ReadGraphArgs(_ReadAt):
-    limit: int = Field(200, ge=1, le=500, strict=True, description="Entities per page.")
+    limit: int = Field(50, ge=1, le=500, strict=True, description="Entities per page.")
     cursor: Cursor | None = Field(None, description="next_cursor of the previous page.")
 
 
 class SearchNodesArgs(_Model):
     query: Query = Field(description="What to look for, in plain words; never query syntax.")
     limit: int = Field(10, ge=1, le=50, strict=True, description="At most this many hits.")
+    facts_per_hit: int = Field(
+        5,
+        ge=1,
+        le=20,
+        strict=True,
+        description="At most this many facts, and as many relations, per hit: the best first.",
+    )
     entity_type: Label | None = Field(None, description="Only entities of this type.")
     as_of: AsOf = None
     known_at: KnownAt = None
@@ -187,36 +196,54 @@ class RecordTurnsArgs(_Model):
 # ---------------------------------------------------------------- results
 
 
+def _is_none(value: object) -> bool:
+    return value is None
+
+
+# A field that is null is left out of the JSON form: results are read by models with
+# small budgets (DESIGN §3), and most facts have no attribute and are still open.
+def _omitted_when_none(description: str | None = None) -> Any:
+    return Field(None, exclude_if=_is_none, description=description)
+
+
 class Observation(_Model):
     """A fact as it stood at the read's `known_at`; `current` is for (`as_of`, `known_at`)."""
 
-    kind: Literal["observation"] = "observation"
     id: str
     text: str
-    attribute: str | None
+    attribute: str | None = _omitted_when_none()
     valid_from: str
-    valid_to: str | None
+    valid_to: str | None = _omitted_when_none()
     recorded_at: str
-    invalidated_at: str | None
+    invalidated_at: str | None = _omitted_when_none()
     current: bool
-    reason: str | None = None
+    reason: str | None = _omitted_when_none()
 
 
 class Relation(_Model):
-    kind: Literal["relation"] = "relation"
     id: str
     source: str
     relation: str
     target: str
     valid_from: str
-    valid_to: str | None
+    valid_to: str | None = _omitted_when_none()
     recorded_at: str
-    invalidated_at: str | None
+    invalidated_at: str | None = _omitted_when_none()
     current: bool
-    reason: str | None = None
+    reason: str | None = _omitted_when_none()
 
 
-TimelineItem = Annotated[Observation | Relation, Field(discriminator="kind")]
+class TimelineObservation(Observation):
+    """An observation in a history timeline, told from a relation by `kind`."""
+
+    kind: Literal["observation"] = "observation"
+
+
+class TimelineRelation(Relation):
+    kind: Literal["relation"] = "relation"
+
+
+TimelineItem = Annotated[TimelineObservation | TimelineRelation, Field(discriminator="kind")]
 
 
 class EntityRef(_Model):
@@ -239,8 +266,13 @@ class EntityInfo(_Model):
 class SearchHit(_Model):
     entity: EntityInfo
     score: float = Field(description="Relevance in (0, 1]; the best hit scores 1.")
-    observations: list[Observation]
-    relations: list[Relation]
+    observations: list[Observation] = Field(
+        description="The facts that best answer the query, best first; an entity found "
+        "by its name, type or a relation shows its newest current facts."
+    )
+    relations: list[Relation] = Field(description="Relations touching it that match, best first.")
+    more_observations: int = Field(description="Its visible facts left out.")
+    more_relations: int = Field(description="Its visible relations left out.")
 
 
 class SearchNodesResult(_Model):

@@ -120,15 +120,16 @@ def observations_of(
     entity_ids: Sequence[int],
     at: Moment,
     include_history: bool,
+    model: type[Observation] = Observation,
 ) -> dict[int, list[Observation]]:
-    """Each entity's observations visible at `at`, oldest first."""
+    """Each entity's observations visible at `at`, oldest first, as `model`s."""
     found: dict[int, list[Observation]] = {entity_id: [] for entity_id in entity_ids}
     rows = tx.all(
         _observations_sql(include_history),
         scope.params(owner, entities=json_list(entity_ids), as_of=at.as_of, known_at=at.known_at),
     )
     for row in rows:
-        found[row["entity_id"]].append(observation_view(row, at))
+        found[row["entity_id"]].append(observation_view(row, at, model))
     return found
 
 
@@ -141,13 +142,14 @@ def relations_of(
     include_history: bool,
     *,
     touching: bool,
+    model: type[Relation] = Relation,
 ) -> list[Relation]:
     """Relations from (or, with `touching`, also to) the entities, visible at `at`."""
     rows = tx.all(
         _relations_sql(include_history, touching),
         scope.params(owner, entities=json_list(entity_ids), as_of=at.as_of, known_at=at.known_at),
     )
-    return [relation_view(row, at) for row in rows]
+    return [relation_view(row, at, model) for row in rows]
 
 
 SELECT_OBSERVATION_BY_ID = """

@@ -18,6 +18,8 @@ from .models import (
     OpenNodesResult,
     ReadGraphArgs,
     ReadGraphResult,
+    TimelineObservation,
+    TimelineRelation,
 )
 from .names import match_key
 from .queries import (
@@ -134,8 +136,12 @@ def history(tx: Tx, scope: ScopeKey, args: HistoryArgs) -> HistoryResult:
     if owner is None or row is None:
         raise InvalidInputError(f"entity: no entity named {args.entity!r} in this scope")
     at = Moment(tx.now, tx.now)
-    facts = observations_of(tx, scope, owner, [row["id"]], at, include_history=True)
-    relations = relations_of(tx, scope, owner, [row["id"]], at, include_history=True, touching=True)
+    facts = observations_of(
+        tx, scope, owner, [row["id"]], at, include_history=True, model=TimelineObservation
+    )
+    relations = relations_of(
+        tx, scope, owner, [row["id"]], at, True, touching=True, model=TimelineRelation
+    )
     timeline = sorted(
         [*facts[row["id"]], *relations],
         key=lambda item: (parse_time(item.valid_from), parse_time(item.recorded_at)),

@@ -165,17 +165,20 @@ class MemoryScope:
         self,
         query: str,
         limit: int = 10,
+        facts_per_hit: int = 5,
         entity_type: str | None = None,
         as_of: Time | None = None,
         known_at: Time | None = None,
         include_history: bool = False,
     ) -> SearchNodesResult:
-        """Entities ranked by relevance to `query`, with their facts and relations."""
+        """Entities ranked by relevance to `query`, each with the facts and relations that
+        best answer it, best first (at most `facts_per_hit` of each)."""
         return await self._read(
             search.search_nodes,
             SearchNodesArgs,
             query=query,
             limit=limit,
+            facts_per_hit=facts_per_hit,
             entity_type=entity_type,
             as_of=as_of,
             known_at=known_at,
@@ -204,7 +207,7 @@ class MemoryScope:
         as_of: Time | None = None,
         known_at: Time | None = None,
         include_history: bool = False,
-        limit: int = 200,
+        limit: int = 50,
         cursor: str | None = None,
     ) -> ReadGraphResult:
         """One page of the whole graph, in a stable order."""

@@ -366,15 +366,19 @@ def search_nodes(tx: Tx, scope: ScopeKey, args: SearchNodesArgs) -> SearchNodesR
     ids = [row["id"] for row, _ in ranked]
     facts = observations_of(tx, scope, owner, ids, at, args.include_history)
     relations = relations_of(tx, scope, owner, ids, at, args.include_history, touching=True)
-    hits = [
-        SearchHit(
-            entity=EntityInfo(name=row["name"], entity_type=row["entity_type"]),
-            score=score,
-            observations=facts[row["id"]],
-            relations=[r for r in relations if row["name"] in (r.source, r.target)],
+    hits = []
+    for row, score in ranked:
+        touching = [r for r in relations if row["name"] in (r.source, r.target)]
+        hits.append(
+            SearchHit(
+                entity=EntityInfo(name=row["name"], entity_type=row["entity_type"]),
+                score=score,
+                observations=facts[row["id"]][: args.facts_per_hit],
+                relations=touching[: args.facts_per_hit],
+                more_observations=max(0, len(facts[row["id"]]) - args.facts_per_hit),
+                more_relations=max(0, len(touching) - args.facts_per_hit),
+            )
         )
-        for row, score in ranked
-    ]
     return SearchNodesResult(hits=hits)
 
 

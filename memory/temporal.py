@@ -57,16 +57,18 @@ def _time_fields(row: sqlite3.Row, at: Moment) -> dict[str, object]:
 # Views are built with `model_validate` from a dict: pydantic-core checks a view in
 # about 3 us, a third of what `model_construct` (Python code) takes, and a search
 # builds a hundred of them.
-def observation_view(row: sqlite3.Row, at: Moment) -> Observation:
-    return Observation.model_validate(
+def observation_view(
+    row: sqlite3.Row, at: Moment, model: type[Observation] = Observation
+) -> Observation:
+    return model.model_validate(
         {"id": row["id"], "text": row["text"], "attribute": row["attribute"]}
         | _time_fields(row, at)
     )
 
 
-def relation_view(row: sqlite3.Row, at: Moment) -> Relation:
+def relation_view(row: sqlite3.Row, at: Moment, model: type[Relation] = Relation) -> Relation:
     """`row` carries the relation plus `source_name` and `target_name`."""
-    return Relation.model_validate(
+    return model.model_validate(
         {
             "id": row["id"],
             "source": row["source_name"],

@@ -121,21 +121,17 @@ class Model:
             "reason": row.reason if closed else None,
         }
         if row.is_fact:
-            return {
-                "kind": "observation",
+            fields = {"id": row.id, "text": row.text, "attribute": row.attribute, **times}
+        else:
+            fields = {
                 "id": row.id,
-                "text": row.text,
-                "attribute": row.attribute,
+                "source": self.entities[row.source].name,
+                "relation": row.relation,
+                "target": self.entities[row.target].name,
                 **times,
             }
-        return {
-            "kind": "relation",
-            "id": row.id,
-            "source": self.entities[row.source].name,
-            "relation": row.relation,
-            "target": self.entities[row.target].name,
-            **times,
-        }
+        # A result leaves out the fields that are null (DESIGN §3).
+        return {name: value for name, value in fields.items() if value is not None}
 
     def shown(self, rows: list[Row], as_of: int, known_at: int, history: bool) -> list[Row]:
         rows = [r for r in rows if r.recorded_at <= known_at]
