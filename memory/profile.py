@@ -4,11 +4,12 @@ user at the start of a session, bounded and rendered as data (see `render`)."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 
 from .models import ProfileCard, ProfileCardArgs, SearchNodesArgs
 from .queries import ENTITY_VISIBLE, ScopeKey, find_owner
 from .render import CardEntity, inline, inline_heading, render_card
-from .search import ranked_entities, search_nodes
+from .search import find_entities, search_nodes
 from .store import Tx, json_list
 from .temporal import Moment, visible_rows_sql
 from .timestamps import format_time
@@ -28,7 +29,7 @@ RECENT_ENTITIES = f"""
 
 # The card needs only texts and names: these read them without building full models.
 CARD_FACTS = f"""
-    SELECT o.entity_id, o.text FROM observation o
+    SELECT o.entity_id, o.seq, o.text FROM observation o
     WHERE o.entity_id IN (SELECT value FROM json_each(:entities))
       AND o.project IN (:g, :p) AND {visible_rows_sql("o", False)}
     ORDER BY o.valid_from DESC, o.recorded_at DESC, o.seq DESC
@@ -43,25 +44,40 @@ CARD_RELATIONS = f"""
 
 
 def _card_entities(
-    tx: Tx, scope: ScopeKey, owner: int, rows: list, at: Moment, max_facts: int
+    tx: Tx,
+    scope: ScopeKey,
+    owner: int,
+    rows: list,
+    at: Moment,
+    max_facts: int,
+    first: Mapping[int, Sequence[int]] | None = None,
 ) -> list[CardEntity]:
     """Card entries for `rows`, in order, leaving out entities with nothing current.
-    Facts and relations come newest first."""
+    Facts and relations come newest first; the facts in `first` (seqs by entity id),
+    in their order, before all others."""
     params = scope.params(
         owner,
         entities=json_list(row["id"] for row in rows),
         as_of=at.as_of,
         known_at=at.known_at,
     )
-    facts: dict[int, list[str]] = defaultdict(list)
+    rows_of: dict[int, list[tuple[int, str]]] = defaultdict(list)
     for fact in tx.all(CARD_FACTS, params):
-        facts[fact["entity_id"]].append(fact["text"])
+        rows_of[fact["entity_id"]].append((fact["seq"], fact["text"]))
+    facts: dict[int, list[str]] = {}
+    for entity_id, entity_facts in rows_of.items():
+        leading = (first or {}).get(entity_id, ())
+        texts = dict(entity_facts)
+        ahead = [seq for seq in leading if seq in texts]
+        facts[entity_id] = [texts[seq] for seq in ahead] + [
+            text for seq, text in entity_facts if seq not in set(ahead)
+        ]
     links: dict[int, list[tuple[str, str]]] = defaultdict(list)
     for link in tx.all(CARD_RELATIONS, params):
         links[link["source_id"]].append((link["relation"], link["target_name"]))
     entries = []
     for row in rows:
-        texts, outgoing = facts[row["id"]], links[row["id"]]
+        texts, outgoing = facts.get(row["id"], []), links[row["id"]]
         if not texts and not outgoing:
             continue
         entries.append(
@@ -86,10 +102,11 @@ def profile_card(tx: Tx, scope: ScopeKey, args: ProfileCardArgs) -> ProfileCard:
     wanted = args.max_entities + 1  # one more than shown, to know if any was left out
     chosen: list[CardEntity] = []
     seen: set[int] = set()
-    if args.query:
-        found = ranked_entities(tx, scope, owner, args.query, at, False, limit=wanted)
-        ranked = [row for row, _ in found]
-        chosen += _card_entities(tx, scope, owner, ranked, at, args.max_facts_per_entity)
+    if args.query:  # the entities that answer it first, each with its facts that do
+        found = find_entities(tx, scope, owner, args.query, at, False, limit=wanted)
+        ranked = [row for row, _, _ in found]
+        answering = {item.id: [seq for _, seq in item.facts] for _, _, item in found}
+        chosen += _card_entities(tx, scope, owner, ranked, at, args.max_facts_per_entity, answering)
         seen.update(row["id"] for row in ranked)
 
     cursor = {"changed_at": 2**62, "id": 2**62}

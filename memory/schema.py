@@ -268,6 +268,72 @@ CHANGED_NEW = {  # each raises changed_at of the entities of the rows in :rowids
     """,
 }
 
+# Each user's rows of a kind have rowids of their own range, (owner << 32) + n: FTS5
+# keeps its doclists in rowid order, so a full-text query given the range reads only
+# that user's entries, and the cost of a search follows the user's own memory rather
+# than the file's. It also keeps a user's rows together in their tables. The engine
+# numbers new rows itself (`Tx.add`), since SQLite would give the largest rowid + 1.
+OWNER_BITS = 32
+
+
+def owner_range(owner: int) -> tuple[int, int]:
+    """The first and last rowid of `owner`'s rows of each kind."""
+    first = owner << OWNER_BITS
+    return first, first + (1 << OWNER_BITS) - 1
+
+
+def _renumber(table: str, key: str) -> str:
+    return f"""
+        UPDATE {table} SET {key} = renumbered.new
+        FROM (SELECT {key} AS old,
+                     (owner_id << {OWNER_BITS})
+                       + row_number() OVER (PARTITION BY owner_id ORDER BY {key}) - 1 AS new
+              FROM {table}) AS renumbered
+        WHERE {table}.{key} = renumbered.old
+    """
+
+
+MIGRATIONS[5] = [
+    # Owner ranges (above): every row is renumbered in its owner's range, in its old
+    # order, and the full-text indexes are built again over the new rowids. The old
+    # rowids are all below 1 << 32, so no new one meets an old one on the way.
+    "PRAGMA defer_foreign_keys = ON",
+    f"""
+    CREATE TEMP TABLE entity_renumbered AS
+    SELECT id AS old,
+           (owner_id << {OWNER_BITS})
+             + row_number() OVER (PARTITION BY owner_id ORDER BY id) - 1 AS new
+    FROM entity
+    """,
+    "CREATE UNIQUE INDEX temp.entity_renumbered_old ON entity_renumbered (old)",
+    "UPDATE entity SET id = (SELECT new FROM entity_renumbered WHERE old = entity.id)",
+    """
+    UPDATE observation
+    SET entity_id = (SELECT new FROM entity_renumbered WHERE old = observation.entity_id)
+    """,
+    """
+    UPDATE relation
+    SET source_id = (SELECT new FROM entity_renumbered WHERE old = relation.source_id),
+        target_id = (SELECT new FROM entity_renumbered WHERE old = relation.target_id)
+    """,
+    "DROP TABLE entity_renumbered",
+    _renumber("observation", "seq"),
+    _renumber("relation", "seq"),
+    _renumber("turn", "seq"),
+    *(
+        f"INSERT INTO {fts} ({fts}) VALUES ('rebuild')"
+        for fts in ("entity_fts", "observation_fts", "relation_fts", "turn_fts")
+    ),
+    # A search counts each hit's visible facts and shows an entity's newest ones: with
+    # every column of the visibility rule in the index, both read the index alone,
+    # newest first, however many facts the entity has.
+    "DROP INDEX observation_entity",
+    """
+    CREATE INDEX observation_entity
+    ON observation (entity_id, valid_from, recorded_at, valid_to, invalidated_at, project)
+    """,
+]
+
 FTS_INDEXES = {  # kind of row -> its full-text index
     "entity": "entity_fts",
     "observation": "observation_fts",

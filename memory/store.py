@@ -28,6 +28,7 @@ from .schema import (
     INDEX_NEW,
     LATEST_VERSION,
     MIGRATIONS,
+    owner_range,
 )
 from .timestamps import Clock
 
@@ -69,11 +70,17 @@ class Caps:
     max_turns: int = DEFAULT_MAX_TURNS
 
 
-NEXT_ROWID = {  # the rowid SQLite gives the next row of a table (largest + 1)
-    "entity": "SELECT coalesce(max(id), 0) + 1 FROM entity",
-    "observation": "SELECT coalesce(max(seq), 0) + 1 FROM observation",
-    "relation": "SELECT coalesce(max(seq), 0) + 1 FROM relation",
-    "turn": "SELECT coalesce(max(seq), 0) + 1 FROM turn",
+LAST_ROWID = {  # the largest rowid of a kind in the range :first..:last
+    "entity": "SELECT max(id) FROM entity WHERE id BETWEEN :first AND :last",
+    "observation": "SELECT max(seq) FROM observation WHERE seq BETWEEN :first AND :last",
+    "relation": "SELECT max(seq) FROM relation WHERE seq BETWEEN :first AND :last",
+    "turn": "SELECT max(seq) FROM turn WHERE seq BETWEEN :first AND :last",
+}
+ROWIDS_BETWEEN = {  # the rowids of a kind in :first..:last
+    "entity": "SELECT id FROM entity WHERE id BETWEEN :first AND :last",
+    "observation": "SELECT seq FROM observation WHERE seq BETWEEN :first AND :last",
+    "relation": "SELECT seq FROM relation WHERE seq BETWEEN :first AND :last",
+    "turn": "SELECT seq FROM turn WHERE seq BETWEEN :first AND :last",
 }
 RAISE_CHANGED_AT = "UPDATE entity SET changed_at = max(changed_at, ?) WHERE id = ?"
 ADD_STORED = """
@@ -96,6 +103,7 @@ class Tx:
         self._unraised: dict[str, list[int]] = {}  # kind -> rowids whose entities' changed_at
         # is not yet raised (see `schema.CHANGED_NEW`)
         self._added: dict[str, int] = {}  # kind -> rows added in this transaction
+        self._next: dict[str, int] = {}  # kind -> the rowid its next row takes
 
     def all(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
         return self._conn.execute(sql, params).fetchall()
@@ -114,44 +122,50 @@ class Tx:
     def run_many(self, sql: str, rows: Iterable[Params]) -> None:
         self._conn.executemany(sql, rows)
 
-    def add(self, kind: str, sql: str, params: Params) -> int:
-        """INSERT one entity, observation, relation or turn; its full-text entry and its
-        entities' changed_at are written before the transaction commits (see
+    def add(self, kind: str, sql: str, params: Mapping[str, Any]) -> int:
+        """INSERT one entity, observation, relation or turn with the rowid `:rowid` of
+        the owner's range (`schema.owner_range`); its full-text entry and its entities'
+        changed_at are written before the transaction commits (see
         `schema.INDEX_NEW`, `schema.CHANGED_NEW`; an entity is inserted with its
         changed_at). Returns the new rowid, or 0 when an ON CONFLICT clause skipped it.
 
-        Every insert into those tables goes through here, or search would miss it."""
-        cursor = self._conn.execute(sql, params)
+        Every insert into those tables goes through here or `add_rows`, or search
+        would miss it."""
+        rowid = self.next_rowid(kind)
+        cursor = self._conn.execute(sql, {**params, "rowid": rowid})
         if cursor.rowcount != 1:
             return 0
-        rowid = cursor.lastrowid or 0
+        self._next[kind] = rowid + 1
         self._unindexed.setdefault(kind, []).append(rowid)
         self._unraised.setdefault(kind, []).append(rowid)
         self._added[kind] = self._added.get(kind, 0) + 1
         return rowid
 
-    def add_many(self, kind: str, sql: str, rows: Iterable[Params]) -> None:
+    def add_many(self, kind: str, sql: str, rows: Iterable[Mapping[str, Any]]) -> None:
         for params in rows:
             self.add(kind, sql, params)
 
     def add_rows(
-        self, kind: str, sql: str, rows: Sequence[Params], *, raise_changed: bool = True
-    ) -> range:
+        self, kind: str, sql: str, rows: Sequence[tuple[Any, ...]], *, raise_changed: bool = True
+    ) -> Sequence[int]:
         """INSERT many rows of one kind with one `executemany`, as `add` would one by one
-        (a bulk import: ~3 us a row less). Returns the rowids of the rows inserted; an
-        ON CONFLICT clause may have skipped others. With `raise_changed=False` the
-        caller raises their entities' changed_at itself (`raise_changed_at`).
-
-        SQLite gives a new row the largest rowid + 1, so the rows inserted take the
-        rowids after the largest one before, in order; `last_insert_rowid()` confirms it
-        (it would not hold once rowids reach 2**63 - 1, when SQLite picks them at random)."""
+        (a bulk import: ~3 us a row less); `sql` takes the rowid first, then a row's
+        values. Returns the rowids of the rows inserted, in order; an ON CONFLICT clause
+        may have skipped others. With `raise_changed=False` the caller raises their
+        entities' changed_at itself (`raise_changed_at`)."""
         first = self.next_rowid(kind)
-        added = self._conn.executemany(sql, rows).rowcount
-        rowids = range(first, first + added)
+        last = first + len(rows) - 1
+        if rows and last > owner_range(self._owner())[1]:
+            raise MemoryFullError(f"memory full: no room for more rows of kind {kind}")
+        added = self._conn.executemany(
+            sql, [(rowid, *row) for rowid, row in enumerate(rows, start=first)]
+        ).rowcount
+        self._next[kind] = last + 1
+        rowids: Sequence[int] = range(first, first + added)
+        if added < len(rows):  # some were skipped: which rowids are there?
+            found = self._conn.execute(ROWIDS_BETWEEN[kind], {"first": first, "last": last})
+            rowids = [rowid for (rowid,) in found]
         if added:
-            (last,) = self._conn.execute("SELECT last_insert_rowid()").fetchone()
-            if last != rowids[-1]:
-                raise RuntimeError(f"{kind} rowids are not consecutive; cannot index them")
             self._unindexed.setdefault(kind, []).extend(rowids)
             if raise_changed:
                 self._unraised.setdefault(kind, []).extend(rowids)
@@ -159,8 +173,21 @@ class Tx:
         return rowids
 
     def next_rowid(self, kind: str) -> int:
-        """The rowid SQLite gives the next row of `kind`'s table: the largest one + 1."""
-        return self._conn.execute(NEXT_ROWID[kind]).fetchone()[0]
+        """The rowid the next row of `kind` of this owner takes: after the largest one
+        in the owner's range (`schema.owner_range`)."""
+        if kind not in self._next:
+            first, last = owner_range(self._owner())
+            (top,) = self._conn.execute(LAST_ROWID[kind], {"first": first, "last": last}).fetchone()
+            self._next[kind] = first if top is None else top + 1
+        rowid = self._next[kind]
+        if rowid > owner_range(self._owner())[1]:
+            raise MemoryFullError(f"memory full: no room for more rows of kind {kind}")
+        return rowid
+
+    def _owner(self) -> int:
+        if self.owner is None:
+            raise RuntimeError("rows are added only once the owner row exists")
+        return self.owner
 
     def raise_changed_at(self, times: Mapping[int, int]) -> None:
         """Raise each entity's changed_at (by id) to at least its time in `times`: what

@@ -166,7 +166,7 @@ class Batch:
         self, name: str, entity_type: str, project: str | None, recorded_at: int
     ) -> tuple[int, bool]:
         """The id of a looked-up entity, and whether this creates it. A new one is given
-        the id SQLite will give it, and `_write_rows` writes it."""
+        the id `Tx.add_rows` will give it, and `_write_rows` writes it."""
         key = match_key(name)
         known = self.entity_ids.get(key)
         if known is not None:
@@ -234,12 +234,14 @@ FIND_ENTITIES = """
     WHERE owner_id = :owner AND name_key IN (SELECT value FROM json_each(:keys))
 """
 INSERT_ENTITY = """
-    INSERT INTO entity (owner_id, project, name, name_key, entity_type, recorded_at, changed_at)
-    VALUES (:owner, :project, :name, :key, :entity_type, :recorded_at, :recorded_at)
+    INSERT INTO entity (id, owner_id, project, name, name_key, entity_type, recorded_at,
+                        changed_at)
+    VALUES (:rowid, :owner, :project, :name, :key, :entity_type, :recorded_at, :recorded_at)
 """
 INSERT_ENTITY_ROW = """
-    INSERT INTO entity (owner_id, project, name, name_key, entity_type, recorded_at, changed_at)
-    VALUES (?, ?, ?, ?, ?, ?, ?)
+    INSERT INTO entity (id, owner_id, project, name, name_key, entity_type, recorded_at,
+                        changed_at)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 """
 SET_CHANGED_AT = "UPDATE entity SET changed_at = ? WHERE id = ?"
 SELECT_ENTITY_TYPE = "SELECT entity_type FROM entity WHERE id = ?"
@@ -282,10 +284,10 @@ def _write_entity(
 # A row whose id is already stored is left alone (ON CONFLICT): importing the same
 # file twice changes nothing. Parameters by position: a million rows bind faster so.
 INSERT_OBSERVATION = """
-    INSERT INTO observation (id, owner_id, project, entity_id, text, text_key, attribute,
+    INSERT INTO observation (seq, id, owner_id, project, entity_id, text, text_key, attribute,
                              attribute_key, valid_from, valid_to, recorded_at, invalidated_at,
                              reason)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (id) DO NOTHING
 """
 
@@ -301,9 +303,9 @@ def _observation_row(batch: Batch, step: Step) -> tuple[Any, ...]:
 
 
 INSERT_RELATION = """
-    INSERT INTO relation (id, owner_id, project, source_id, relation, target_id, valid_from,
-                          valid_to, recorded_at, invalidated_at, reason)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    INSERT INTO relation (seq, id, owner_id, project, source_id, relation, target_id,
+                          valid_from, valid_to, recorded_at, invalidated_at, reason)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (id) DO NOTHING
 """
 
@@ -318,8 +320,8 @@ def _relation_row(batch: Batch, step: Step) -> tuple[Any, ...]:
 
 
 INSERT_TURN = """
-    INSERT INTO turn (id, owner_id, project, session_id, role, text, at, recorded_at)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+    INSERT INTO turn (seq, id, owner_id, project, session_id, role, text, at, recorded_at)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (id) DO NOTHING
 """
 
@@ -384,7 +386,7 @@ def _write_rows(batch: Batch, steps: list[Step]) -> None:
         entity[6] = max(entity[5], expected.get(entity_id, 0))  # changed_at
     if new_entities:
         created = tx.add_rows("entity", INSERT_ENTITY_ROW, new_entities)
-        if created != range(first_new, first_new + len(new_entities)):
+        if list(created) != list(range(first_new, first_new + len(new_entities))):
             raise RuntimeError("entity ids are not the ones SQLite gave")
     skipped: list[tuple[int, str, str]] = []
     kept_rows = []
@@ -431,10 +433,10 @@ ID_OWNER = {
     "relation": "SELECT owner_id FROM relation WHERE id = ?",
     "turn": "SELECT owner_id FROM turn WHERE id = ?",
 }
-IDS_FROM = {  # the ids of the rows from a rowid on
-    "observation": "SELECT id FROM observation WHERE seq >= ?",
-    "relation": "SELECT id FROM relation WHERE seq >= ?",
-    "turn": "SELECT id FROM turn WHERE seq >= ?",
+IDS_AT = {  # the ids of the rows of some rowids
+    "observation": "SELECT id FROM observation WHERE seq IN (SELECT value FROM json_each(?))",
+    "relation": "SELECT id FROM relation WHERE seq IN (SELECT value FROM json_each(?))",
+    "turn": "SELECT id FROM turn WHERE seq IN (SELECT value FROM json_each(?))",
 }
 
 
@@ -447,7 +449,7 @@ def _insert_rows(
     kept = rows
     skipped = []
     if len(inserted) < len(rows):  # some ids were stored (a repeated import): which?
-        new_ids = {row[0] for row in batch.tx.all(IDS_FROM[kind], (inserted.start,))}
+        new_ids = {row[0] for row in batch.tx.all(IDS_AT[kind], (json_list(inserted),))}
         kept = []
         for step, row in zip(steps, rows, strict=True):
             if row[0] in new_ids:

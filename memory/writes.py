@@ -48,8 +48,9 @@ def new_id(prefix: str) -> str:
 
 SELECT_ENTITY = "SELECT * FROM entity WHERE owner_id = :owner AND name_key = :key"
 INSERT_ENTITY = """
-    INSERT INTO entity (owner_id, project, name, name_key, entity_type, recorded_at, changed_at)
-    VALUES (:owner, :project, :name, :key, :entity_type, :now, :now)
+    INSERT INTO entity (id, owner_id, project, name, name_key, entity_type, recorded_at,
+                        changed_at)
+    VALUES (:rowid, :owner, :project, :name, :key, :entity_type, :now, :now)
 """
 UPDATE_ENTITY_TYPE = "UPDATE entity SET entity_type = :entity_type WHERE id = :id"
 GENERAL = "general"  # the type of an entity created without one
@@ -176,18 +177,22 @@ def _superseded_reason(new_ids: Sequence[str]) -> str:
 
 # ---------------------------------------------------------------- remember
 
+# In the order they were written: of two open copies of a text (one global, one in
+# the project), the later one is the duplicate a call reports.
 SELECT_OPEN_FACTS = """
     SELECT * FROM observation
     WHERE entity_id = :entity AND valid_to IS NULL AND project IN (:g, :p)
+    ORDER BY seq
 """
 SELECT_SLOT = """
     SELECT * FROM observation
     WHERE entity_id = :entity AND attribute_key = :attribute AND project IN (:g, :p)
+    ORDER BY seq
 """
 INSERT_OBSERVATION = """
-    INSERT INTO observation (id, owner_id, project, entity_id, text, text_key, attribute,
+    INSERT INTO observation (seq, id, owner_id, project, entity_id, text, text_key, attribute,
                              attribute_key, valid_from, valid_to, recorded_at, invalidated_at)
-    VALUES (:id, :owner, :project, :entity, :text, :key, :attribute, :attribute_key,
+    VALUES (:rowid, :id, :owner, :project, :entity, :text, :key, :attribute, :attribute_key,
             :valid_from, :valid_to, :now, :invalidated_at)
 """
 SELECT_OBSERVATIONS_BY_SEQ = """
@@ -297,9 +302,9 @@ SELECT_RELATION_SLOT = f"""
     WHERE r.source_id = :source AND r.relation = :relation AND r.project IN (:g, :p)
 """
 INSERT_RELATION = """
-    INSERT INTO relation (id, owner_id, project, source_id, relation, target_id,
+    INSERT INTO relation (seq, id, owner_id, project, source_id, relation, target_id,
                           valid_from, valid_to, recorded_at, invalidated_at)
-    VALUES (:id, :owner, :project, :source, :relation, :target,
+    VALUES (:rowid, :id, :owner, :project, :source, :relation, :target,
             :valid_from, :valid_to, :now, :invalidated_at)
 """
 SELECT_RELATIONS_BY_SEQ = f"""
@@ -444,8 +449,8 @@ def forget(tx: Tx, scope: ScopeKey, args: ForgetArgs) -> ForgetResult:
 # ---------------------------------------------------------------- record_turns
 
 INSERT_TURN = """
-    INSERT INTO turn (id, owner_id, project, session_id, role, text, at, recorded_at)
-    VALUES (:id, :owner, :project, :session_id, :role, :text, :at, :now)
+    INSERT INTO turn (seq, id, owner_id, project, session_id, role, text, at, recorded_at)
+    VALUES (:rowid, :id, :owner, :project, :session_id, :role, :text, :at, :now)
 """
 
 

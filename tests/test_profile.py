@@ -93,6 +93,21 @@ async def test_query_puts_relevant_entities_first(alice: MemoryScope, clock: Fak
     assert focused.entities == ["Rex", "Noise 4"]
 
 
+async def test_query_puts_the_facts_that_answer_it_first(
+    alice: MemoryScope, clock: FakeClock
+) -> None:
+    await alice.remember(entity="Alice", entity_type="person", facts=["her dog is called Rex"])
+    for i in range(6):
+        clock.advance()
+        await alice.remember(entity="Alice", facts=[f"newer note {i}"])
+    plain = await alice.profile_card(max_facts_per_entity=2)
+    assert plain.text.splitlines()[1] == "• Alice (person): newer note 5; newer note 4"
+    focused = await alice.profile_card(max_facts_per_entity=2, query="what is her dog called?")
+    assert focused.text.splitlines()[1] == "• Alice (person): her dog is called Rex; newer note 5"
+    context = await alice.session_context(topic="dog")
+    assert "• Alice: her dog is called Rex" in context
+
+
 async def test_as_of_shows_the_past(alice: MemoryScope, clock: FakeClock) -> None:
     await alice.remember(
         entity="Alice", facts=["basic plan"], attribute="plan", valid_from="2026-01-01"

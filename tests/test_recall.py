@@ -115,7 +115,7 @@ def test_a_session_that_keeps_returning_to_the_subject_ranks_higher() -> None:
 async def test_recall_ranks_the_rare_words_of_a_large_memory(
     alice: MemoryScope, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("memory.search.RANKED_ROWS", 3)
+    monkeypatch.setattr("memory.ranking.RANKED_ROWS", 3)
     turns = [{"role": "user", "text": f"coffee talk number {i}"} for i in range(6)]
     turns.append({"role": "user", "text": "coffee in Lisbon was great"})
     ids = (await alice.record_turns(session_id="s", turns=turns)).ids

@@ -18,27 +18,35 @@ from memory.profile import (
     SESSION_TAIL,
 )
 from memory.queries import SELECT_VISIBLE_ENTITIES, _observations_sql, _relations_sql
+from memory.ranking import (
+    INDEXES,
+    _all_words_sql,
+    _bounds_sql,
+    _count_sql,
+    _rows_sql,
+    _sample_sql,
+)
 from memory.reads import COUNT_VISIBLE, SELECT_PAGE
 from memory.schema import (
     APPLICATION_ID,
     CHANGED_NEW,
-    FTS_INDEXES,
     INDEX_NEW,
     LATEST_VERSION,
     MIGRATIONS,
 )
 from memory.search import (
-    NAMES_WHOLE,
-    RECALL_CANDIDATES_SQL,
-    SEARCH_NAMES,
-    Match,
-    _order,
-    _search_facts_sql,
-    _search_relations_sql,
-    count_rows_sql,
-    facts_whole,
-    relations_whole,
+    COUNTS,
+    FACT_ROWS,
+    FACTS_BY_SEQ,
+    LINKED,
+    NAME_ROWS,
+    NEWEST_FACTS,
+    NEWEST_RELATIONS,
+    RECALL_ROWS,
+    RELATION_ROWS,
+    RELATIONS_BY_SEQ,
 )
+from memory.store import LAST_ROWID, ROWIDS_BETWEEN
 from memory.writes import SELECT_OPEN_FACTS, SELECT_OPEN_TRIPLE, SELECT_RELATION_SLOT, SELECT_SLOT
 
 from .conftest import FakeClock
@@ -161,28 +169,32 @@ async def test_a_newer_schema_is_refused(db_path: Path) -> None:
             pass
 
 
-RANKED, NEWEST = Match('"x"'), Match('"x"', newest=True)
 HOT_STATEMENTS = {
     **{
-        f"{name}, {'newest' if match.newest else 'ranked'}": sql.format(order=_order(match))
-        for name, table, sql in (
-            ("search names", "entity_fts", SEARCH_NAMES),
-            ("search facts", "observation_fts", _search_facts_sql(False)),
-            ("search relations", "relation_fts", _search_relations_sql(True)),
-            ("recall candidates", "turn_fts", RECALL_CANDIDATES_SQL),
+        f"{kind} {step}": sql
+        for kind, index in INDEXES.items()
+        for step, sql in (
+            ("count", _count_sql(index.fts, 2)),
+            ("rows", _rows_sql(index.fts, 2, False)),
+            ("newest rows", _rows_sql(index.fts, 2, True)),
+            ("rows with every word", _all_words_sql(index.fts)),
+            ("bounds", _bounds_sql(index)),
+            ("length sample", _sample_sql(index)),
         )
-        for match in (RANKED, NEWEST)
     },
-    **{
-        f"{name}, {step}": getattr(whole, step)
-        for name, whole in (
-            ("search names whole", NAMES_WHOLE),
-            ("search facts whole", facts_whole(False)),
-            ("search relations whole", relations_whole(True)),
-        )
-        for step in ("rank", "rows")
-    },
-    **{f"count rows of {table}": count_rows_sql(table, 2) for table in FTS_INDEXES.values()},
+    **{f"last rowid of {kind}": sql for kind, sql in LAST_ROWID.items()},
+    **{f"rowids of {kind}": sql for kind, sql in ROWIDS_BETWEEN.items()},
+    "search names": NAME_ROWS,
+    **{f"search facts, history {h}": sql for h, sql in FACT_ROWS.items()},
+    **{f"search relations, history {h}": sql for h, sql in RELATION_ROWS.items()},
+    **{f"hit fact counts, history {h}": sql for h, (sql, _) in COUNTS.items()},
+    **{f"hit relation counts, history {h}": sql for h, (_, sql) in COUNTS.items()},
+    **{f"relations to named entities, history {h}": sql for h, sql in LINKED.items()},
+    "newest facts of a hit": NEWEST_FACTS,
+    "newest relations of a hit": NEWEST_RELATIONS,
+    "hit facts": FACTS_BY_SEQ,
+    "hit relations": RELATIONS_BY_SEQ,
+    "recall candidates": RECALL_ROWS,
     **{f"index new {kind}": sql for kind, sql in INDEX_NEW.items()},
     **{f"entities changed by new {kind}": sql for kind, sql in CHANGED_NEW.items()},
     "recent entities": RECENT_ENTITIES,
@@ -212,14 +224,12 @@ async def test_hot_statements_use_indexes(db_path: Path, name: str) -> None:
     sql = HOT_STATEMENTS[name]
     with sqlite3.connect(db_path) as conn:
         names = "owner g p key known_at as_of after before limit entity attribute source"
-        names += " relation target candidates session_id changed_at id batch cap window"
+        names += " relation target session_id changed_at id batch cap window first last n"
         params: dict[str, object] = dict.fromkeys(names.split(), 1)
-        params["entities"] = "[1]"
+        for name_ in ("entities", "rowids", "hits", "named", "seqs"):
+            params[name_] = "[1]"
         params["keys"] = '["e"]'
-        params["match"] = params["term"] = '"x"'
-        params["rowids"] = "[1]"
-        if name.startswith("count rows"):  # positional: the words, then the cap
-            params = ('"x"', '"y"', 3)
+        params["m0"] = params["m1"] = '"x"'
         plan = conn.execute(f"EXPLAIN QUERY PLAN {sql}", params).fetchall()
     details = [row[3] for row in plan]
     scans = [
@@ -227,8 +237,8 @@ async def test_hot_statements_use_indexes(db_path: Path, name: str) -> None:
         for d in details
         if d.startswith("SCAN")
         and not any(ok in d for ok in ("json_each", "VIRTUAL TABLE", "(subquery", "CONSTANT ROW"))
-        and d != "SCAN ranked"  # the bounded window of FTS matches
         and d != "SCAN new"  # a transaction's new rows, grouped by entity
+        and d != "SCAN m"  # the owner's rows an FTS query matched
     ]
     assert scans == [], details
     if name == "graph page":  # pages in id order from an index, never by sorting them all
@@ -321,3 +331,122 @@ async def test_changed_at_follows_every_write_without_insert_triggers(db_path: P
     assert not {"entity_changed_insert", "observation_changed", "relation_changed"} & triggers
     assert len(rows) == 4
     assert [(i, stored) for i, stored, _ in rows] == [(i, defined) for i, _, defined in rows]
+
+
+def _version_4_file(path: Path) -> None:
+    """A file as schema 4 left it: rowids handed out across users, in write order."""
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    for step in range(1, 5):
+        for statement in MIGRATIONS[step]:
+            conn.execute(statement)
+    conn.execute("PRAGMA user_version = 4")
+    conn.executemany("INSERT INTO owner (id, app, user) VALUES (?, 'a', ?)", [(1, "u"), (2, "v")])
+    entity = (
+        "INSERT INTO entity (id, owner_id, project, name, name_key, entity_type, recorded_at,"
+        " changed_at) VALUES (?, ?, ?, ?, ?, 'general', ?, ?)"
+    )
+    fact = (
+        "INSERT INTO observation (seq, id, owner_id, project, entity_id, text, text_key,"
+        " valid_from, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)"
+    )
+    for n in range(1, 7):  # entities 1, 3, 5 are u's and 2, 4, 6 v's
+        owner = 1 if n % 2 else 2
+        project = "p" if n == 5 else ""
+        conn.execute(entity, (n, owner, project, f"E{n}", f"e{n}", n, n))
+        for k in range(2):
+            seq = 2 * n + k
+            text = f"fact {seq} about tea"
+            conn.execute(fact, (seq, f"o_{seq}", owner, project, n, text, text, seq))
+    conn.execute(
+        "INSERT INTO relation (seq, id, owner_id, project, source_id, relation, target_id,"
+        " valid_from, recorded_at) VALUES (1, 'r_1', 1, '', 3, 'knows', 1, 0, 1), "
+        "(2, 'r_2', 2, '', 2, 'knows', 4, 0, 2)"
+    )
+    conn.execute(
+        "INSERT INTO turn (seq, id, owner_id, project, session_id, role, text, at, recorded_at)"
+        " VALUES (1, 't_1', 2, '', 's', 'user', 'tea for v', 0, 1),"
+        " (2, 't_2', 1, '', 's', 'user', 'tea for u', 0, 2)"
+    )
+    for fts in ("entity_fts", "observation_fts", "relation_fts", "turn_fts"):
+        conn.execute(f"INSERT INTO {fts} ({fts}) VALUES ('rebuild')")
+    conn.commit()
+    conn.close()
+
+
+LOGICAL_ROWS = """
+    SELECT 'fact', o.id, ow.user, o.project, e.name, o.text FROM observation o
+      JOIN entity e ON e.id = o.entity_id JOIN owner ow ON ow.id = o.owner_id
+    UNION ALL
+    SELECT 'relation', r.id, ow.user, r.project, s.name || ' ' || t.name, r.relation
+      FROM relation r JOIN entity s ON s.id = r.source_id JOIN entity t ON t.id = r.target_id
+      JOIN owner ow ON ow.id = r.owner_id
+    UNION ALL
+    SELECT 'turn', id, owner_id, project, session_id, text FROM turn
+    ORDER BY 1, 2
+"""
+
+
+async def test_migration_5_puts_every_users_rows_in_a_range_of_their_own(db_path: Path) -> None:
+    _version_4_file(db_path)
+    with sqlite3.connect(db_path) as conn:
+        before = conn.execute(LOGICAL_ROWS).fetchall()
+        entity_order = conn.execute("SELECT name FROM entity ORDER BY owner_id, id").fetchall()
+    async with GraphMemory.open(db_path) as mem:
+        u, v = mem.scope(app="a", user="u"), mem.scope(app="a", user="v")
+        assert {h.entity.name for h in (await u.search_nodes(query="tea")).hits} == {"E1", "E3"}
+        assert {h.entity.name for h in (await v.search_nodes(query="tea")).hits} == {
+            "E2",
+            "E4",
+            "E6",
+        }
+        assert [t.id for t in (await u.recall(query="tea")).turns] == ["t_2"]
+        project = mem.scope(app="a", user="u", project="p")
+        assert "E5" in {h.entity.name for h in (await project.search_nodes(query="tea")).hits}
+        added = await u.remember(entity="E1", facts=["a new fact about tea"])
+        opened = await u.open_nodes(["E1", "E3"])
+    assert [o.text for o in opened.entities[0].observations][-1] == "a new fact about tea"
+    assert [r.id for r in opened.relations] == ["r_1"]
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == LATEST_VERSION
+        after = conn.execute(LOGICAL_ROWS).fetchall()
+        assert [row for row in after if row[1] != added.added[0].id] == before
+        assert (
+            conn.execute("SELECT name FROM entity ORDER BY owner_id, id").fetchall() == entity_order
+        )
+        for table, key in (
+            ("entity", "id"),
+            ("observation", "seq"),
+            ("relation", "seq"),
+            ("turn", "seq"),
+        ):
+            outside = conn.execute(
+                f"SELECT count(*) FROM {table} WHERE {key} >> 32 != owner_id"
+            ).fetchone()[0]
+            assert outside == 0, table
+        for fts in ("entity_fts", "observation_fts", "relation_fts", "turn_fts"):
+            conn.execute(f"INSERT INTO {fts} ({fts}, rank) VALUES ('integrity-check', 1)")
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+async def test_each_users_new_rows_take_rowids_in_their_own_range(db_path: Path) -> None:
+    async with GraphMemory.open(db_path) as mem:
+        for turn in range(3):
+            for user in ("u", "v", "w"):
+                scope = mem.scope(app="a", user=user)
+                await scope.remember(entity=f"{user} {turn}", facts=[f"fact {turn}"])
+                await scope.relate(source=f"{user} {turn}", relation="knows", target=user)
+                await scope.record_turns(session_id="s", turns=[{"role": "user", "text": "hi"}])
+    with sqlite3.connect(db_path) as conn:
+        for table, key in (
+            ("entity", "id"),
+            ("observation", "seq"),
+            ("relation", "seq"),
+            ("turn", "seq"),
+        ):
+            rows = conn.execute(f"SELECT owner_id, {key} FROM {table} ORDER BY {key}").fetchall()
+            assert all(rowid >> 32 == owner for owner, rowid in rows), table
+            for owner in (1, 2, 3):  # consecutive from the range's start, in write order
+                mine = [rowid for o, rowid in rows if o == owner]
+                assert mine == list(range(owner << 32, (owner << 32) + len(mine))), table
