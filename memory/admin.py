@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from .schema import COUNT_STORED, FTS_INDEXES
+from .schema import COUNT_STORED, FTS_INDEXES, RECOUNT_FTS_STATS
 from .store import Tx
 
 __all__ = ["PurgeResult", "Stats", "purge", "stats"]
@@ -68,6 +68,7 @@ PURGE = {
         ("relations", "DELETE FROM relation WHERE owner_id = :owner"),
         ("observations", "DELETE FROM observation WHERE owner_id = :owner"),
         ("entities", "DELETE FROM entity WHERE owner_id = :owner"),
+        ("", "DELETE FROM fts_stats WHERE owner_id = :owner"),
         ("", "DELETE FROM owner WHERE id = :owner"),
     ],
     "project": [
@@ -103,4 +104,7 @@ def purge(tx: Tx, what: str, project: str | None, session_id: str | None) -> Pur
         for statement in REBUILD:
             tx.run(statement)
         tx.run(COUNT_STORED)
+        if what != "user":
+            for statement in RECOUNT_FTS_STATS:
+                tx.run(statement, {"owner": tx.owner})
     return PurgeResult(**counts)

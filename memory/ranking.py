@@ -22,11 +22,12 @@ from __future__ import annotations
 import functools
 import math
 import sqlite3
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .schema import owner_range
+from .schema import TOKENS_FUNCTION, owner_range, token_counts
 from .store import Tx, json_list
 
 __all__ = ["INDEXES", "Index", "Ranked", "best_rows", "passing", "ranked"]
@@ -36,26 +37,24 @@ B = 0.75
 RANKED_ROWS = 1_000
 NEWEST_WINDOW = 200
 EVERY_WORD_WINDOW = 1_000
-LENGTH_SAMPLE = 100  # the owner's newest rows whose lengths give the average length
 
 
 @dataclass(frozen=True)
 class Index:
     """A full-text index over one kind of row: its columns and how much each weighs."""
 
+    kind: str
     fts: str
-    table: str
-    key: str  # the table's rowid column, which is the index's rowid
     columns: tuple[str, ...]
     weights: tuple[float, ...]
 
 
 INDEXES = {
     # A word in an entity's name says far more than one in its type ("person").
-    "entity": Index("entity_fts", "entity", "id", ("name", "entity_type"), (4.0, 1.0)),
-    "observation": Index("observation_fts", "observation", "seq", ("text",), (1.0,)),
-    "relation": Index("relation_fts", "relation", "seq", ("relation",), (1.0,)),
-    "turn": Index("turn_fts", "turn", "seq", ("text",), (1.0,)),
+    "entity": Index("entity", "entity_fts", ("name", "entity_type"), (4.0, 1.0)),
+    "observation": Index("observation", "observation_fts", ("text",), (1.0,)),
+    "relation": Index("relation", "relation_fts", ("relation",), (1.0,)),
+    "turn": Index("turn", "turn_fts", ("text",), (1.0,)),
 }
 
 
@@ -85,26 +84,53 @@ def _in_range(fts: str, n: int) -> str:
 @functools.cache
 def _count_sql(fts: str, n: int) -> str:
     """For each of `n` expressions: how many of the owner's rows match, counted from the
-    newest down and stopping at `:cap`, and the oldest rowid counted (from which the
-    count of a common word is estimated)."""
+    newest down and stopping at `:cap`, and the oldest and newest rowid counted (from
+    which the count of a common word is estimated)."""
     return " UNION ALL ".join(
-        f"SELECT {i} AS expression, count(*) AS found, min(rowid) AS oldest"
+        f"SELECT {i}, count(*), min(rowid), max(rowid)"
         f" FROM ({_in_range(fts, i)} ORDER BY rowid DESC LIMIT :cap)"
         for i in range(n)
     )
 
 
 @functools.cache
-def _rows_sql(fts: str, n: int, newest: bool) -> str:
-    """The rows each of `n` expressions matches (with `newest`, the newest
-    `:window` of each), with the rows' token counts."""
-    window = " ORDER BY rowid DESC LIMIT :window" if newest else ""
+def _newest_sql(fts: str, n: int) -> str:
+    """The newest `:window` rows each of `n` expressions matches, with their sizes."""
     parts = " UNION ALL ".join(
-        f"SELECT rowid, {i} AS expression FROM ({_in_range(fts, i)}{window})" for i in range(n)
+        f"SELECT rowid, {i} AS expression FROM"
+        f" ({_in_range(fts, i)} ORDER BY rowid DESC LIMIT :window)"
+        for i in range(n)
     )
     return f"""
         SELECT m.rowid, m.expression, d.sz FROM ({parts}) AS m
         JOIN {fts}_docsize AS d ON d.id = m.rowid
+    """
+
+
+def _norm(column: int) -> str:
+    """A column's BM25 length norm, from the row's docsize entry `d.sz`."""
+    return f":top{column} / (:base + :slope{column} * {TOKENS_FUNCTION}(d.sz, {column}))"
+
+
+@functools.cache
+def _scored_sql(fts: str, columns: tuple[int, ...]) -> str:
+    """The owner's rows that expressions `:m0`, `:m1`, ... match (in the columns
+    `columns` gives), each scored by SQLite: every expression that matches it adds its
+    weight (`:w0`, ...) times its column's length norm. Best first, ties to the newest."""
+    parts = " UNION ALL ".join(
+        f"SELECT rowid, :w{n} AS w, {column} AS c FROM ({_in_range(fts, n)})"
+        for n, column in enumerate(columns)
+    )
+    used = sorted(set(columns))
+    if len(used) == 1:  # d.sz is the same for every row of a group
+        score = f"sum(m.w) * {_norm(used[0])}"
+    else:
+        cases = " ".join(f"WHEN {column} THEN {_norm(column)}" for column in used)
+        score = f"sum(m.w * CASE m.c {cases} END)"
+    return f"""
+        SELECT {score} AS score, m.rowid FROM ({parts}) AS m
+        JOIN {fts}_docsize AS d ON d.id = m.rowid
+        GROUP BY m.rowid ORDER BY score DESC, m.rowid DESC
     """
 
 
@@ -117,57 +143,23 @@ def _all_words_sql(fts: str) -> str:
     """
 
 
-@functools.cache
-def _bounds_sql(index: Index) -> str:
-    """The owner's first and last rowid of this kind."""
-    table, key = index.table, index.key
-    return f"""
-        SELECT (SELECT min({key}) FROM {table} WHERE {key} BETWEEN :first AND :last),
-               (SELECT max({key}) FROM {table} WHERE {key} BETWEEN :first AND :last)
-    """
-
-
-@functools.cache
-def _sample_sql(index: Index) -> str:
-    """The sizes of the owner's newest rows."""
-    return f"""
-        SELECT sz FROM {index.fts}_docsize WHERE id BETWEEN :first AND :last
-        ORDER BY id DESC LIMIT {LENGTH_SAMPLE}
-    """
-
-
-def sizes(blob: bytes) -> list[int]:
-    """The token count of each column, from an FTS5 docsize entry (SQLite varints)."""
-    counts, value = [], 0
-    for byte in blob:
-        value = (value << 7) | (byte & 0x7F)
-        if byte < 0x80:
-            counts.append(value)
-            value = 0
-    return counts
+STATS = "SELECT rows, tokens_0, tokens_1 FROM fts_stats WHERE owner_id = :owner AND kind = :kind"
 
 
 @dataclass(frozen=True)
 class Stats:
+    """One owner's statistics of one index (`schema.ADD_FTS_STATS` keeps them)."""
+
     rows: int
-    first: int  # the owner's first rowid of this kind
-    last: int  # and last
-    average: tuple[float, ...]  # average tokens per column
+    average: tuple[float, ...]  # tokens per row in each column
 
 
-def _stats(tx: Tx, index: Index, first: int, last: int) -> Stats | None:
-    bounds = {"first": first, "last": last}
-    low, high = tx.one(_bounds_sql(index), bounds) or (None, None)
-    if low is None or high is None:
+def _stats(tx: Tx, owner: int, kind: str, columns: int) -> Stats | None:
+    row = tx.one(STATS, {"owner": owner, "kind": kind})
+    if row is None or not row["rows"]:
         return None
-    lengths = [sizes(sz) for (sz,) in tx.all(_sample_sql(index), bounds)]
-    average = tuple(
-        max(1.0, sum(row[c] for row in lengths if len(row) > c) / max(1, len(lengths)))
-        for c in range(len(index.columns))
-    )
-    # Rowids are handed out one after another in the owner's range: the span is the
-    # count, but for rows purged since.
-    return Stats(rows=high - low + 1, first=low, last=high, average=average)
+    tokens = (row["tokens_0"], row["tokens_1"])[:columns]
+    return Stats(row["rows"], tuple(max(1.0, total / row["rows"]) for total in tokens))
 
 
 def _idf(rows: int, found: float) -> float:
@@ -184,34 +176,61 @@ class Ranked:
     sampled: bool = False
 
 
+class _Scores:
+    """BM25 of each row, summed over the expressions that matched it. A row matches a
+    word once (a fact is one statement), so a column's part is the word's IDF times
+    the column's weight and length norm."""
+
+    def __init__(self, index: Index, stats: Stats) -> None:
+        self.scores: dict[int, float] = {}
+        self._norms: dict[int, list[float]] = {}
+        # norm = weight * (K1 + 1) / (1 + K1 * (1 - B + B * length / average))
+        self._columns = [
+            (weight * (K1 + 1), 1 + K1 * (1 - B), K1 * B / average)
+            for weight, average in zip(index.weights, stats.average, strict=True)
+        ]
+
+    def add(self, rowid: int, column: int, idf: float, sz: bytes) -> None:
+        norms = self._norms.get(rowid)
+        if norms is None:
+            lengths = token_counts(sz)
+            norms = self._norms[rowid] = [
+                top / (base + slope * lengths[c]) if c < len(lengths) else 0.0
+                for c, (top, base, slope) in enumerate(self._columns)
+            ]
+        self.scores[rowid] = self.scores.get(rowid, 0.0) + idf * norms[column]
+
+    def best_first(self) -> list[tuple[float, int]]:
+        rows = [(score, rowid) for rowid, score in self.scores.items()]
+        rows.sort(reverse=True)  # ties: the larger rowid, the newer row, first
+        return rows
+
+
 def ranked(tx: Tx, index: Index, terms: Sequence[str], owner: int, grown: int = 1) -> Ranked:
     """The owner's rows of `index` that match `terms` (FTS5-quoted words), best first;
     ties go to the newest row. At most about `RANKED_ROWS` rows, or the newest windows
     of a query made only of common words, `grown` times their usual size (-1: all)."""
-    if not terms:
-        return Ranked([])
-    first, last = owner_range(owner)
-    stats = _stats(tx, index, first, last)
+    stats = _stats(tx, owner, index.kind, len(index.columns)) if terms else None
     if stats is None:
         return Ranked([])
+    first, last = owner_range(owner)
     expressions = _expressions(index, terms)
     bounds: dict[str, Any] = {"first": first, "last": last}
     params = bounds | {f"m{i}": e.match for i, e in enumerate(expressions)}
-    counted = tx.all(_count_sql(index.fts, len(expressions)), params | {"cap": RANKED_ROWS + 1})
+    counted = tx.tuples(_count_sql(index.fts, len(expressions)), params | {"cap": RANKED_ROWS + 1})
     found: dict[int, float] = {}  # expression -> rows (estimated when counting stopped)
-    for row in counted:
-        if row["found"] > RANKED_ROWS:  # the count stopped: estimate from the span counted
-            span = stats.last - row["oldest"] + 1
-            found[row["expression"]] = min(stats.rows, row["found"] * stats.rows / span)
-        elif row["found"]:
-            found[row["expression"]] = row["found"]
+    for i, rows, oldest, newest in counted:
+        if rows > RANKED_ROWS:  # counting stopped: estimate from the rowids it spanned
+            found[i] = min(stats.rows, rows * stats.rows / (newest - oldest + 1))
+        elif rows:
+            found[i] = rows
     if not found:
         return Ranked([])
-    # A word's document frequency: its rows over all columns (a few overlap).
+    # A word's document frequency: its rows over all columns (a few may overlap).
     frequency = [0.0] * len(terms)
     for i, rows in found.items():
         frequency[expressions[i].term] += rows
-    idf = [_idf(stats.rows, min(stats.rows, f)) if f else 0.0 for f in frequency]
+    idf = [_idf(stats.rows, min(stats.rows, f)) for f in frequency]
 
     chosen: list[int] = []
     total = 0.0
@@ -220,56 +239,57 @@ def ranked(tx: Tx, index: Index, terms: Sequence[str], owner: int, grown: int = 
             break
         chosen.append(i)
         total += found[i]
-    scores: dict[int, float] = {}
-    norms: dict[int, list[float]] = {}
-
-    def norm(rowid: int, blob: bytes) -> list[float]:
-        cached = norms.get(rowid)
-        if cached is None:
-            lengths = sizes(blob)
-            cached = norms[rowid] = [
-                weight * (K1 + 1) / (1 + K1 * (1 - B + B * lengths[c] / stats.average[c]))
-                if c < len(lengths)
-                else 0.0
-                for c, weight in enumerate(index.weights)
-            ]
-        return cached
-
-    def add(rowid: int, expression: Expression, blob: bytes) -> None:
-        score = idf[expression.term] * norm(rowid, blob)[expression.column]
-        scores[rowid] = scores.get(rowid, 0.0) + score
-
     if chosen:
-        sql = _rows_sql(index.fts, len(chosen), False)
-        subset = bounds | {f"m{n}": expressions[i].match for n, i in enumerate(chosen)}
-        for rowid, n, blob in tx.all(sql, subset):
-            add(rowid, expressions[chosen[n]], blob)
-    else:
-        present = sorted(found)
-        sql = _rows_sql(index.fts, len(present), True)
-        subset = bounds | {f"m{n}": expressions[i].match for n, i in enumerate(present)}
-        seen: dict[int, set[int]] = {}
-        newest = NEWEST_WINDOW * grown if grown > 0 else -1
-        for rowid, n, blob in tx.all(sql, subset | {"window": newest}):
-            add(rowid, expressions[present[n]], blob)
-            seen.setdefault(rowid, set()).add(expressions[present[n]].term)
-        words = sorted({expressions[i].term for i in present})
-        if len(index.columns) == 1 and len(words) > 1:
-            # Rows with every word, where the columns are not told apart.
-            every = " AND ".join(terms[t] for t in words)
-            window = {"m0": every, "window": EVERY_WORD_WINDOW * grown if grown > 0 else -1}
-            rows = tx.all(_all_words_sql(index.fts), bounds | window)
-            for rowid, blob in rows:
-                missing = [t for t in words if t not in seen.get(rowid, ())]
-                scores[rowid] = scores.get(rowid, 0.0) + norm(rowid, blob)[0] * sum(
-                    idf[t] for t in missing
-                )
-    rows = sorted(((score, rowid) for rowid, score in scores.items()), key=_best_first)
-    return Ranked(rows, sampled=not chosen)
+        columns = tuple(expressions[i].column for i in chosen)
+        scoring = bounds | _norm_params(index, stats)
+        for n, i in enumerate(chosen):
+            scoring |= {f"m{n}": expressions[i].match, f"w{n}": idf[expressions[i].term]}
+        return Ranked(tx.tuples(_scored_sql(index.fts, columns), scoring))
+    newest = _newest(tx, index, stats, bounds, terms, expressions, sorted(found), idf, grown)
+    return Ranked(newest, sampled=True)
 
 
-def _best_first(item: tuple[float, int]) -> tuple[float, int]:
-    return (-item[0], -item[1])
+def _norm_params(index: Index, stats: Stats) -> dict[str, float]:
+    params = {"base": 1 + K1 * (1 - B)}
+    for c, (weight, average) in enumerate(zip(index.weights, stats.average, strict=True)):
+        params[f"top{c}"] = weight * (K1 + 1)
+        params[f"slope{c}"] = K1 * B / average
+    return params
+
+
+def _newest(
+    tx: Tx,
+    index: Index,
+    stats: Stats,
+    bounds: dict[str, Any],
+    terms: Sequence[str],
+    expressions: list[Expression],
+    taken: list[int],
+    idf: list[float],
+    grown: int,
+) -> list[tuple[float, int]]:
+    """A query of common words only: the newest rows of each expression, and the newest
+    rows with every word, scored here (a row may come from several of them)."""
+    scores = _Scores(index, stats)
+    sql = _newest_sql(index.fts, len(taken))
+    subset = bounds | {f"m{n}": expressions[i].match for n, i in enumerate(taken)}
+    newest = NEWEST_WINDOW * grown if grown > 0 else -1
+    seen: dict[int, set[int]] = defaultdict(set)
+    for rowid, n, sz in tx.tuples(sql, subset | {"window": newest}):
+        expression = expressions[taken[n]]
+        scores.add(rowid, expression.column, idf[expression.term], sz)
+        seen[rowid].add(expression.term)
+    words = sorted({expressions[i].term for i in taken})
+    if len(index.columns) == 1 and len(words) > 1:
+        # The newest rows with every word, beyond each word's own newest window (one
+        # column only: the columns of a match are not told apart).
+        every = {"m0": " AND ".join(terms[t] for t in words)}
+        window = {"window": EVERY_WORD_WINDOW * grown if grown > 0 else -1}
+        for rowid, sz in tx.tuples(_all_words_sql(index.fts), bounds | every | window):
+            for t in words:
+                if t not in seen[rowid]:
+                    scores.add(rowid, 0, idf[t], sz)
+    return scores.best_first()
 
 
 GROWTH = (1, 8, 64, -1)  # how a sample of newest rows grows while filters drop most of it

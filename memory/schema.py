@@ -332,6 +332,19 @@ MIGRATIONS[5] = [
     CREATE INDEX observation_entity
     ON observation (entity_id, valid_from, recorded_at, valid_to, invalidated_at, project)
     """,
+    # Each user's own full-text statistics, which BM25 needs (see `ranking`): how many
+    # rows of a kind the user has, and their tokens in each column (the most any
+    # index has is two). Kept by the engine in the transaction that indexes the rows.
+    """
+    CREATE TABLE fts_stats (
+        owner_id INTEGER NOT NULL REFERENCES owner (id),
+        kind TEXT NOT NULL,
+        rows INTEGER NOT NULL,
+        tokens_0 INTEGER NOT NULL,
+        tokens_1 INTEGER NOT NULL,
+        PRIMARY KEY (owner_id, kind)
+    ) WITHOUT ROWID
+    """,
 ]
 
 FTS_INDEXES = {  # kind of row -> its full-text index
@@ -340,5 +353,65 @@ FTS_INDEXES = {  # kind of row -> its full-text index
     "relation": "relation_fts",
     "turn": "turn_fts",
 }
+ROWIDS = {"entity": "id", "observation": "seq", "relation": "seq", "turn": "seq"}
+
+# `tokens(sz, column)`: the token count of one column of an FTS5 docsize entry (a
+# list of SQLite varints), registered on every connection the engine opens.
+TOKENS_FUNCTION = "chronomem_tokens"
+
+
+def token_counts(blob: bytes) -> list[int]:
+    """The token count of each column, from an FTS5 docsize entry."""
+    counts, value = [], 0
+    for byte in blob:
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            counts.append(value)
+            value = 0
+    return counts
+
+
+def column_tokens(blob: bytes | None, column: int) -> int:
+    counts = token_counts(blob or b"")
+    return counts[column] if column < len(counts) else 0
+
+
+def _sizes_of(kind: str, where: str) -> str:
+    fts = FTS_INDEXES[kind]
+    return f"""
+        SELECT o.owner_id, '{kind}', count(*),
+               coalesce(sum({TOKENS_FUNCTION}(d.sz, 0)), 0),
+               coalesce(sum({TOKENS_FUNCTION}(d.sz, 1)), 0)
+        FROM {kind} o JOIN {fts}_docsize d ON d.id = o.{ROWIDS[kind]}
+        WHERE {where} GROUP BY o.owner_id
+    """
+
+
+# Every user's statistics counted from the index, or one user's (`:owner`).
+COUNT_FTS_STATS = [f"INSERT INTO fts_stats {_sizes_of(kind, 'true')}" for kind in FTS_INDEXES]
+RECOUNT_FTS_STATS = [
+    "DELETE FROM fts_stats WHERE owner_id = :owner",
+    *(f"INSERT INTO fts_stats {_sizes_of(kind, 'o.owner_id = :owner')}" for kind in FTS_INDEXES),
+]
+MIGRATIONS[5] += COUNT_FTS_STATS
+# What the rows of `:rowids` (just indexed) add to `:owner`'s statistics.
+ADD_FTS_STATS = {
+    kind: f"""
+        INSERT INTO fts_stats (owner_id, kind, rows, tokens_0, tokens_1)
+        SELECT :owner, '{kind}', count(*), coalesce(sum({TOKENS_FUNCTION}(sz, 0)), 0),
+               coalesce(sum({TOKENS_FUNCTION}(sz, 1)), 0)
+        FROM {fts}_docsize WHERE id IN (SELECT value FROM json_each(:rowids))
+        ON CONFLICT (owner_id, kind) DO UPDATE SET rows = rows + excluded.rows,
+            tokens_0 = tokens_0 + excluded.tokens_0, tokens_1 = tokens_1 + excluded.tokens_1
+    """
+    for kind, fts in FTS_INDEXES.items()
+}
+# An entity's type is its index's second column: what a retype takes away (sign -1)
+# before it, and adds (sign 1) after it.
+RETYPE_FTS_STATS = f"""
+    UPDATE fts_stats SET tokens_1 = tokens_1 + :sign * coalesce(
+        (SELECT {TOKENS_FUNCTION}(sz, 1) FROM entity_fts_docsize WHERE id = :id), 0)
+    WHERE owner_id = :owner AND kind = 'entity'
+"""
 
 LATEST_VERSION = max(MIGRATIONS)

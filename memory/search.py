@@ -119,41 +119,62 @@ class Found:
     relations: list[tuple[float, int]] = field(default_factory=list)  # touching it
 
 
+@dataclass
+class _Matches:
+    """What matched, by entity id: names, facts and relations best first, and each
+    entity's score."""
+
+    scores: dict[int, float] = field(default_factory=dict)
+    names: dict[int, float] = field(default_factory=dict)
+    facts: dict[int, list[tuple[float, int]]] = field(default_factory=dict)
+    relations: dict[int, list[tuple[float, int]]] = field(default_factory=dict)
+
+    def found(self, entity_id: int) -> Found:
+        return Found(
+            entity_id,
+            self.scores[entity_id],
+            self.names.get(entity_id, 0.0),
+            self.facts.get(entity_id, []),
+            self.relations.get(entity_id, []),
+        )
+
+
 def _matches(
     tx: Tx, scope: ScopeKey, owner: int, query: str, at: Moment, include_history: bool
-) -> dict[int, Found]:
-    """Every entity with a matching name, type, fact or relation, by id, scored."""
+) -> _Matches:
+    """Every entity with a matching name, type, fact or relation, scored."""
+    matches = _Matches()
     terms = query_terms(query)
     if not terms:
-        return {}
+        return matches
     params = scope.params(owner, as_of=at.as_of, known_at=at.known_at)
-    found: dict[int, Found] = {}
-
-    def entity(entity_id: int) -> Found:
-        item = found.get(entity_id)
-        if item is None:
-            item = found[entity_id] = Found(entity_id)
-        return item
 
     def best(kind: str, sql: str) -> list[tuple[float, sqlite3.Row]]:
         return best_rows(tx, INDEXES[kind], terms, owner, sql, params, CANDIDATES)
 
+    scores = matches.scores
     for score, row in best("entity", NAME_ROWS):
-        entity(row["rowid"]).name = score
+        matches.names[row["rowid"]] = score
+        scores[row["rowid"]] = NAME_WEIGHT * score
+    facts = matches.facts
     for score, row in best("observation", FACT_ROWS[include_history]):
-        entity(row["entity_id"]).facts.append((score, row["rowid"]))  # best first
-    linked: dict[int, float] = defaultdict(float)
+        facts.setdefault(row["entity_id"], []).append((score, row["rowid"]))  # best first
+    for entity_id, best_facts in facts.items():
+        if len(best_facts) == 1:  # most entities have one matching fact
+            fact_score = best_facts[0][0]
+        else:
+            fact_score = sum(w * s for w, (s, _) in zip(FACT_WEIGHTS, best_facts, strict=False))
+        scores[entity_id] = scores.get(entity_id, 0.0) + fact_score
+    relations = matches.relations
     for score, row in best("relation", RELATION_ROWS[include_history]):
         source, target = row["source_id"], row["target_id"]
-        entity(source).relations.append((score, row["rowid"]))
+        relations.setdefault(source, []).append((score, row["rowid"]))
         if target != source:
-            entity(target).relations.append((score, row["rowid"]))
-        linked[source] += RELATION_WEIGHT * score  # a relation says most about its source
-        linked[target] += RELATION_WEIGHT / 2 * score
-    for item in found.values():
-        facts_score = sum(w * s for w, (s, _) in zip(FACT_WEIGHTS, item.facts, strict=False))
-        item.score = NAME_WEIGHT * item.name + facts_score + linked[item.id]
-    return found
+            relations.setdefault(target, []).append((score, row["rowid"]))
+        # a relation says most about its source
+        scores[source] = scores.get(source, 0.0) + RELATION_WEIGHT * score
+        scores[target] = scores.get(target, 0.0) + RELATION_WEIGHT / 2 * score
+    return matches
 
 
 def find_entities(
@@ -169,23 +190,24 @@ def find_entities(
     """Entities relevant to `query`, best first, with scores normalised to (0, 1] and
     what matched in each; the best `limit` of them (and any tied with the last), or all
     when `limit` is None."""
-    found = _matches(tx, scope, owner, query, at, include_history)
-    if not found:
+    matches = _matches(tx, scope, owner, query, at, include_history)
+    scores = matches.scores
+    if not scores:
         return []
-    ids = list(found)
+    ids = list(scores)
     if limit is not None and entity_type is None and len(ids) > limit:
         # Only the best `limit` need their rows (ties on the score go by changed_at).
-        cut = sorted((item.score for item in found.values()), reverse=True)[limit - 1]
-        ids = [entity_id for entity_id in ids if found[entity_id].score >= cut]
+        cut = sorted(scores.values(), reverse=True)[limit - 1]
+        ids = [entity_id for entity_id in ids if scores[entity_id] >= cut]
     rows = tx.all(SELECT_ENTITIES_BY_ID, {"ids": json_list(ids)})
     if entity_type is not None:
         wanted = match_key(entity_type)
         rows = [row for row in rows if match_key(row["entity_type"]) == wanted]
-    rows.sort(key=lambda row: (-found[row["id"]].score, -row["changed_at"], -row["id"]))
+    rows.sort(key=lambda row: (-scores[row["id"]], -row["changed_at"], -row["id"]))
     if not rows:
         return []
-    best = found[rows[0]["id"]].score
-    return [(row, found[row["id"]].score / best, found[row["id"]]) for row in rows[:limit]]
+    best = scores[rows[0]["id"]]
+    return [(row, scores[row["id"]] / best, matches.found(row["id"])) for row in rows[:limit]]
 
 
 # ---------------------------------------------------------------- the hits' contents
@@ -282,7 +304,7 @@ def search_nodes(tx: Tx, scope: ScopeKey, args: SearchNodesArgs) -> SearchNodesR
         return SearchNodesResult(hits=[])
     params = scope.params(owner, as_of=at.as_of, known_at=at.known_at)
     items = [item for _, _, item in found]
-    named = {item.id: item.name for item in items if item.name}
+    named = {item.id: item.name for item in items if item.name}  # among the hits
     _add_linked(tx, params, items, named, history)
 
     ids = json_list(item.id for item in items)

@@ -22,12 +22,15 @@ import aiosqlite
 
 from .errors import DatabaseFileError, MemoryFullError
 from .schema import (
+    ADD_FTS_STATS,
     APPLICATION_ID,
     CHANGED_NEW,
     FTS_INDEXES,
     INDEX_NEW,
     LATEST_VERSION,
     MIGRATIONS,
+    TOKENS_FUNCTION,
+    column_tokens,
     owner_range,
 )
 from .timestamps import Clock
@@ -107,6 +110,13 @@ class Tx:
 
     def all(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
         return self._conn.execute(sql, params).fetchall()
+
+    def tuples(self, sql: str, params: Params = ()) -> list[tuple[Any, ...]]:
+        """`all`, as plain tuples: for the few statements that return many rows to
+        code that reads every column anyway (search's candidates)."""
+        cursor = self._conn.cursor()
+        cursor.row_factory = None
+        return cursor.execute(sql, params).fetchall()
 
     def one(self, sql: str, params: Params = ()) -> sqlite3.Row | None:
         return self._conn.execute(sql, params).fetchone()
@@ -212,12 +222,17 @@ class Tx:
         self.index_new_rows()
 
     def index_new_rows(self) -> None:
-        """Write the full-text entries of the rows added so far, and raise their
-        entities' changed_at (see `schema.CHANGED_NEW`). `finish` does it; call it
+        """Write the full-text entries of the rows added so far, with what they add to
+        the owner's statistics (`schema.ADD_FTS_STATS`), and raise their entities'
+        changed_at (see `schema.CHANGED_NEW`). `finish` does it; call it
         first before updating an indexed column of a row added in this transaction
         (the update trigger removes the old entry, which must exist)."""
         for kind, rowids in self._unindexed.items():
-            self._conn.execute(INDEX_NEW[kind], {"rowids": json_list(rowids)})
+            if not rowids:
+                continue
+            listed = json_list(rowids)
+            self._conn.execute(INDEX_NEW[kind], {"rowids": listed})
+            self._conn.execute(ADD_FTS_STATS[kind], {"rowids": listed, "owner": self._owner()})
         for kind, rowids in self._unraised.items():
             if kind in CHANGED_NEW and rowids:
                 self._conn.execute(CHANGED_NEW[kind], {"rowids": json_list(rowids)})
@@ -457,6 +472,7 @@ def _merge_index(conn: sqlite3.Connection, table: str) -> None:
 
 
 def _configure(conn: sqlite3.Connection) -> None:
+    conn.create_function(TOKENS_FUNCTION, 2, column_tokens, deterministic=True)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
     conn.execute("PRAGMA foreign_keys = ON")

@@ -33,6 +33,7 @@ from .queries import (
     find_owner,
     visible_entity,
 )
+from .schema import RETYPE_FTS_STATS
 from .store import Tx, json_list
 from .temporal import Moment, observation_view, relation_view
 from .timestamps import format_time
@@ -95,9 +96,13 @@ def upsert_entity(
 
 
 def retype(tx: Tx, entity_id: int, entity_type: str) -> None:
-    """Give a stored entity another type."""
+    """Give a stored entity another type (its type's tokens in the search statistics
+    too)."""
     tx.index_new_rows()  # the entity may be new in this transaction, not yet indexed
+    stats = {"id": entity_id, "owner": tx.owner}
+    tx.run(RETYPE_FTS_STATS, {**stats, "sign": -1})
     tx.run(UPDATE_ENTITY_TYPE, {"entity_type": entity_type, "id": entity_id})
+    tx.run(RETYPE_FTS_STATS, {**stats, "sign": 1})
 
 
 # ---------------------------------------------------------------- closing rows

@@ -18,21 +18,19 @@ from memory.profile import (
     SESSION_TAIL,
 )
 from memory.queries import SELECT_VISIBLE_ENTITIES, _observations_sql, _relations_sql
-from memory.ranking import (
-    INDEXES,
-    _all_words_sql,
-    _bounds_sql,
-    _count_sql,
-    _rows_sql,
-    _sample_sql,
-)
+from memory.ranking import INDEXES, STATS, _all_words_sql, _count_sql, _newest_sql, _scored_sql
 from memory.reads import COUNT_VISIBLE, SELECT_PAGE
 from memory.schema import (
+    ADD_FTS_STATS,
     APPLICATION_ID,
     CHANGED_NEW,
+    COUNT_FTS_STATS,
     INDEX_NEW,
     LATEST_VERSION,
     MIGRATIONS,
+    RETYPE_FTS_STATS,
+    TOKENS_FUNCTION,
+    column_tokens,
 )
 from memory.search import (
     COUNTS,
@@ -175,13 +173,14 @@ HOT_STATEMENTS = {
         for kind, index in INDEXES.items()
         for step, sql in (
             ("count", _count_sql(index.fts, 2)),
-            ("rows", _rows_sql(index.fts, 2, False)),
-            ("newest rows", _rows_sql(index.fts, 2, True)),
+            ("scored rows", _scored_sql(index.fts, (0, len(index.columns) - 1))),
+            ("newest rows", _newest_sql(index.fts, 2)),
             ("rows with every word", _all_words_sql(index.fts)),
-            ("bounds", _bounds_sql(index)),
-            ("length sample", _sample_sql(index)),
+            ("statistics added", ADD_FTS_STATS[kind]),
         )
     },
+    "statistics": STATS,
+    "statistics of a retype": RETYPE_FTS_STATS,
     **{f"last rowid of {kind}": sql for kind, sql in LAST_ROWID.items()},
     **{f"rowids of {kind}": sql for kind, sql in ROWIDS_BETWEEN.items()},
     "search names": NAME_ROWS,
@@ -223,6 +222,7 @@ async def test_hot_statements_use_indexes(db_path: Path, name: str) -> None:
         await mem.scope(app="a", user="u").remember(entity="E", facts=["x"])
     sql = HOT_STATEMENTS[name]
     with sqlite3.connect(db_path) as conn:
+        conn.create_function(TOKENS_FUNCTION, 2, column_tokens)
         names = "owner g p key known_at as_of after before limit entity attribute source"
         names += " relation target session_id changed_at id batch cap window first last n"
         params: dict[str, object] = dict.fromkeys(names.split(), 1)
@@ -230,6 +230,9 @@ async def test_hot_statements_use_indexes(db_path: Path, name: str) -> None:
             params[name_] = "[1]"
         params["keys"] = '["e"]'
         params["m0"] = params["m1"] = '"x"'
+        params["kind"] = "entity"
+        params["sign"] = 1
+        params.update(w0=1, w1=1, top0=1, top1=1, slope0=1, slope1=1, base=1)
         plan = conn.execute(f"EXPLAIN QUERY PLAN {sql}", params).fetchall()
     details = [row[3] for row in plan]
     scans = [
@@ -450,3 +453,48 @@ async def test_each_users_new_rows_take_rowids_in_their_own_range(db_path: Path)
             for owner in (1, 2, 3):  # consecutive from the range's start, in write order
                 mine = [rowid for o, rowid in rows if o == owner]
                 assert mine == list(range(owner << 32, (owner << 32) + len(mine))), table
+
+
+def _stats_and_recount(path: Path) -> tuple[list[tuple], list[tuple]]:
+    with sqlite3.connect(path) as conn:
+        conn.create_function(TOKENS_FUNCTION, 2, column_tokens)
+        kept = conn.execute("SELECT * FROM fts_stats WHERE rows > 0 ORDER BY 1, 2").fetchall()
+        conn.execute("CREATE TEMP TABLE recount AS SELECT * FROM fts_stats WHERE false")
+        for statement in COUNT_FTS_STATS:
+            conn.execute(statement.replace("INSERT INTO fts_stats", "INSERT INTO recount"))
+        counted = conn.execute("SELECT * FROM recount ORDER BY 1, 2").fetchall()
+    return kept, counted
+
+
+async def test_search_statistics_follow_every_write_retype_import_and_purge(
+    db_path: Path,
+) -> None:
+    """Each user's BM25 statistics (rows and tokens of each kind) are always what
+    counting the full-text index would give."""
+    async with GraphMemory.open(db_path) as mem:
+        u, v = mem.scope(app="a", user="u"), mem.scope(app="a", user="v")
+        project = mem.scope(app="a", user="u", project="p")
+        await u.remember(entity="Alice", facts=["likes green tea", "runs"], entity_type="person")
+        await u.remember(entity="alice", facts=["x"], entity_type="long distance runner")
+        await project.remember(entity="Plan", facts=["a secret plan with many words in it"])
+        await project.relate(source="Plan", relation="part of", target="Alice")
+        await u.relate(source="Alice", relation="works at", target="Acme", target_type="company")
+        await project.record_turns(session_id="s1", turns=[{"role": "user", "text": "hi there"}])
+        await u.record_turns(session_id="s2", turns=[{"role": "user", "text": "one two three"}])
+        await v.remember(entity="Bob", facts=["has a cat"])
+        await v.import_lines(
+            [
+                '{"type":"entity","name":"Cat","entityType":"animal","observations":["purrs"]}',
+                '{"type":"relation","from":"Bob","to":"Cat","relationType":"owns"}',
+            ]
+        )
+        kept, counted = _stats_and_recount(db_path)
+        assert kept == counted and len(kept) == 7  # v has no turns
+        await u.purge("session", session_id="s2")
+        assert _stats_and_recount(db_path)[0] == _stats_and_recount(db_path)[1]
+        await project.purge("project")
+        kept, counted = _stats_and_recount(db_path)
+        assert kept == counted
+        await v.purge("user")
+        kept, counted = _stats_and_recount(db_path)
+        assert kept == counted and {row[0] for row in kept} == {1}
