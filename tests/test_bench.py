@@ -18,6 +18,7 @@ from bench.load import Connection
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "bench-data" / "longmemeval_s_dev.json.gz"
+LOCOMO = ROOT.parent / "shared" / "bench-data" / "locomo_dev.json.gz"
 
 
 def _run(*args: str) -> str:
@@ -35,6 +36,27 @@ def test_longmemeval_runs(tmp_path: Path) -> None:
     assert "| overall | 2 |" in out
     assert "plain Okapi BM25" in out
     assert (tmp_path / "r.json").exists()
+
+
+@pytest.mark.skipif(not LOCOMO.exists(), reason="LoCoMo data not beside the repository")
+def test_locomo_runs(tmp_path: Path) -> None:
+    out = _run(
+        "bench.locomo", "--conversations", "1", "--questions", "3",
+        "--json", str(tmp_path / "r.json"),
+    )  # fmt: skip
+    assert "LoCoMo dev: 1 conversation;" in out and "adversarial (category 5)" in out
+    assert "(a) turns: 3 questions scored" in out and "(b) facts: " in out
+    assert "| question type | n | recall_any@5 | recall_any@10 | recall_any@25 |" in out
+    assert (
+        "| question type | n | fact_any@5 | fact_any@10 | fact_recall@5 | fact_recall@10 |" in out
+    )
+    assert out.count("| overall |") == 4  # chronomem and the baseline, in both parts
+    assert out.count("plain Okapi BM25") == 2
+    assert "search_nodes result JSON: p50" in out and "ingest: " in out
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert len(result["turns"]) == 3 and set(result["facts"][0]["baseline"]) == {
+        "fact_any@5", "fact_any@10", "fact_recall@5", "fact_recall@10"
+    }  # fmt: skip
 
 
 def test_search_latency_runs() -> None:
