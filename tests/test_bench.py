@@ -64,6 +64,28 @@ def test_search_latency_runs() -> None:
     assert "| search_nodes |" in out and "| recall |" in out
 
 
+def test_tenants_runs(tmp_path: Path) -> None:
+    out = _run(
+        "bench.tenants", "--users", "4", "--facts", "40", "--turns", "40", "--queries", "6",
+        "--samples", "2", "--dir", str(tmp_path), "--json", str(tmp_path / "r.json"),
+    )  # fmt: skip
+    assert "Tenants: 4 users x (40 facts on 4 entities + 40 turns)" in out
+    assert "Sample users (owner order): user00000, user00003" in out
+    assert "Machine: " in out and "Phases: generate " in out and "import shared " in out
+    header = (
+        "| operation | words | calls | shared p50 ms | shared p99 ms | alone p50 ms "
+        "| alone p99 ms | shared/alone p50 |"
+    )
+    assert header in out
+    for operation in ("search_nodes", "recall"):
+        for words in ("common", "middling", "rare"):
+            assert f"| {operation} | {words} | " in out
+    assert "| user00003 | " in out
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert len(result["results"]) == 6 and result["samples"] == ["user00000", "user00003"]
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # the databases are gone
+
+
 def test_scale_runs(tmp_path: Path) -> None:
     out = _run("bench.scale", "--sizes", "30", "--runs", "3", "--json", str(tmp_path / "r.json"))
     assert "### 30 entities: 300 facts" in out
