@@ -336,6 +336,12 @@ def print_report(
     )
     if dropped:
         print(f"Evidence ids naming no turn, dropped: {', '.join(map(repr, dropped))}")
+    for c in conversations:
+        if c.dates_without_session:
+            print(
+                f"{c.name}: dates of sessions that do not exist, ignored: sessions "
+                f"{', '.join(map(str, c.dates_without_session))}"
+            )
     print(f"Machine: {machine()}")
     print()
     print(f"(a) turns: {len(turn_rows)} questions scored; chronomem recall(limit=25):")

@@ -241,8 +241,14 @@ async def measure(args: argparse.Namespace, folder: Path, built: dict[str, Any])
     pooled: dict[tuple[str, str], dict[str, list[float]]] = {}
     per_user: dict[int, dict[tuple[str, str], float]] = {}
     classes: dict[tuple[str, str], dict[str, Any]] = {}
+    started = time.perf_counter()
     async with GraphMemory.open(folder / "shared.db") as shared_mem:
-        for number in built["samples"]:
+        for done, number in enumerate(built["samples"]):
+            if args.progress and done:
+                print(
+                    f"  measured {done} sample users in {time.perf_counter() - started:.0f} s",
+                    flush=True,
+                )
             data = built["data"][number]
             per_user[number] = {}
             async with GraphMemory.open(folder / f"alone-{number}.db") as alone_mem:
