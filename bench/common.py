@@ -1,15 +1,19 @@
-"""Shared helpers for the benchmarks: machine description, percentiles, and a raw
-JSON-RPC client for a server over stdio."""
+"""Shared helpers for the benchmarks: machine description, percentiles, a plain BM25
+ranker (the classic baseline of the retrieval benchmarks), and a raw JSON-RPC client
+for a server over stdio."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import math
 import os
 import platform
+import re
 import sqlite3
 import statistics
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -33,6 +37,49 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f}"
+
+
+_WORD = re.compile(r"\w+")
+
+
+def plain_words(text: str) -> list[str]:
+    """Lower-cased `\\w+` words: no stemming, no stop words."""
+    return _WORD.findall(text.lower())
+
+
+class PlainBM25:
+    """Classic Okapi BM25 (k1=1.5, b=0.75 by default) over `docs`, tokenised by
+    `plain_words`: the baseline retrieval is compared with. Each occurrence of a word
+    in the query counts (a word asked twice weighs twice)."""
+
+    def __init__(self, docs: Sequence[str], k1: float = 1.5, b: float = 0.75) -> None:
+        self.k1, self.b = k1, b
+        self.docs = [Counter(plain_words(doc)) for doc in docs]
+        self.lengths = [sum(doc.values()) for doc in self.docs]
+        self.average = sum(self.lengths) / len(self.docs) if self.docs else 0.0
+        self.frequency = Counter(word for doc in self.docs for word in doc)
+
+    def scores(self, query: str) -> list[float]:
+        """Each document's score for `query`, in document order (0: no word matches)."""
+        n, k1, b, average = len(self.docs), self.k1, self.b, self.average
+        terms = plain_words(query)
+        df = self.frequency
+        idf = {t: math.log((n - df[t] + 0.5) / (df[t] + 0.5) + 1) for t in terms}
+        return [
+            sum(
+                idf[t] * doc[t] * (k1 + 1) / (doc[t] + k1 * (1 - b + b * length / average))
+                for t in terms
+                if doc[t]
+            )
+            for doc, length in zip(self.docs, self.lengths, strict=True)
+        ]
+
+    def ranked(self, query: str, matched_only: bool = False) -> list[int]:
+        """Document indexes, best first (ties in document order); with `matched_only`,
+        only the documents that share a word with the query."""
+        scores = self.scores(query)
+        order = sorted(range(len(scores)), key=lambda i: -scores[i])
+        return [i for i in order if scores[i] > 0] if matched_only else order
 
 
 def size_arguments(description: str, sizes: str, runs: int) -> argparse.Namespace:

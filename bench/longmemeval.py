@@ -20,10 +20,8 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import math
-import re
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -33,7 +31,7 @@ import anyio
 from memory import GraphMemory
 from memory.validation import TURN_TEXT_MAX, TURNS_PER_CALL
 
-from .common import machine, ms, percentile
+from .common import PlainBM25, machine, ms, percentile
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/bench-data/longmemeval_s_dev.json.gz"
 KS_SESSION = (1, 5, 10)
@@ -52,33 +50,17 @@ def chunks(text: str) -> list[str]:
     return [text[i : i + TURN_TEXT_MAX] for i in range(0, len(text), TURN_TEXT_MAX)]
 
 
-_WORD = re.compile(r"\w+")
-
-
-def plain_bm25_sessions(item: dict[str, Any], k1: float = 1.5, b: float = 0.75) -> list[str]:
+def plain_bm25_sessions(item: dict[str, Any]) -> list[str]:
     """Sessions ranked by their best turn under plain Okapi BM25 over single turns."""
     docs, sessions = [], []
     for session_id, session in zip(
         item["haystack_session_ids"], item["haystack_sessions"], strict=True
     ):
         for turn in session:
-            docs.append(Counter(_WORD.findall(turn["content"].lower())))
+            docs.append(turn["content"])
             sessions.append(session_id)
-    lengths = [sum(doc.values()) for doc in docs]
-    average = sum(lengths) / len(docs)
-    frequency = Counter(word for doc in docs for word in doc)
-    terms = _WORD.findall(item["question"].lower())
-    idf = {t: math.log((len(docs) - frequency[t] + 0.5) / (frequency[t] + 0.5) + 1) for t in terms}
-    scores = [
-        sum(
-            idf[t] * doc[t] * (k1 + 1) / (doc[t] + k1 * (1 - b + b * length / average))
-            for t in terms
-            if doc[t]
-        )
-        for doc, length in zip(docs, lengths, strict=True)
-    ]
     ranked: list[str] = []
-    for index in sorted(range(len(docs)), key=lambda i: -scores[i]):
+    for index in PlainBM25(docs).ranked(item["question"]):
         if sessions[index] not in ranked:
             ranked.append(sessions[index])
     return ranked

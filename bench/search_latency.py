@@ -18,7 +18,7 @@ import argparse
 import random
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import anyio
@@ -35,21 +35,28 @@ VOCABULARY = 20_000
 FIRST_RANK = 100  # ranks below are function words
 
 
-def vocabulary(rng: random.Random, size: int = VOCABULARY) -> list[str]:
+def vocabulary(
+    rng: random.Random, size: int = VOCABULARY, syllables: Sequence[str] = SYLLABLES
+) -> list[str]:
     words: set[str] = set()
     while len(words) < size:
-        words.add("".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 4))))
+        words.add("".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))))
     return sorted(words)
 
 
-def zipf_index(rng: random.Random) -> int:
-    """Index into the vocabulary with p ~ 1/rank over ranks FIRST_RANK.. (inverse CDF)."""
-    span = (FIRST_RANK + VOCABULARY) / FIRST_RANK
-    return min(int(FIRST_RANK * span ** rng.random()) - FIRST_RANK, VOCABULARY - 1)
+def zipf_index(rng: random.Random, first_rank: int = FIRST_RANK, size: int = VOCABULARY) -> int:
+    """Index into a vocabulary of `size` words with p ~ 1/rank over ranks `first_rank`..
+    (inverse CDF)."""
+    span = (first_rank + size) / first_rank
+    return min(int(first_rank * span ** rng.random()) - first_rank, size - 1)
 
 
-def sentence(rng: random.Random, words: list[str], length: int) -> str:
-    return " ".join(words[zipf_index(rng)] for _ in range(length))
+def sentence(
+    rng: random.Random, words: list[str], length: int, first_rank: int = FIRST_RANK
+) -> str:
+    """`length` words drawn from `words` by `zipf_index`."""
+    size = len(words)
+    return " ".join(words[zipf_index(rng, first_rank, size)] for _ in range(length))
 
 
 async def populate(scope: MemoryScope, rng: random.Random, entities: int, turns: int) -> None:

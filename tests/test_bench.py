@@ -18,6 +18,7 @@ from bench.load import Connection
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "bench-data" / "longmemeval_s_dev.json.gz"
+LOCOMO = ROOT.parent / "shared" / "bench-data" / "locomo_dev.json.gz"
 
 
 def _run(*args: str) -> str:
@@ -37,9 +38,52 @@ def test_longmemeval_runs(tmp_path: Path) -> None:
     assert (tmp_path / "r.json").exists()
 
 
+@pytest.mark.skipif(not LOCOMO.exists(), reason="LoCoMo data not beside the repository")
+def test_locomo_runs(tmp_path: Path) -> None:
+    out = _run(
+        "bench.locomo", "--conversations", "1", "--questions", "3",
+        "--json", str(tmp_path / "r.json"),
+    )  # fmt: skip
+    assert "LoCoMo dev: 1 conversation;" in out and "adversarial (category 5)" in out
+    assert "(a) turns: 3 questions scored" in out and "(b) facts: " in out
+    assert "| question type | n | recall_any@5 | recall_any@10 | recall_any@25 |" in out
+    assert (
+        "| question type | n | fact_any@5 | fact_any@10 | fact_recall@5 | fact_recall@10 |" in out
+    )
+    assert out.count("| overall |") == 4  # chronomem and the baseline, in both parts
+    assert out.count("plain Okapi BM25") == 2
+    assert "search_nodes result JSON: p50" in out and "ingest: " in out
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert len(result["turns"]) == 3 and set(result["facts"][0]["baseline"]) == {
+        "fact_any@5", "fact_any@10", "fact_recall@5", "fact_recall@10"
+    }  # fmt: skip
+
+
 def test_search_latency_runs() -> None:
     out = _run("bench.search_latency", "--entities", "20", "--turns", "60", "--queries", "5")
     assert "| search_nodes |" in out and "| recall |" in out
+
+
+def test_tenants_runs(tmp_path: Path) -> None:
+    out = _run(
+        "bench.tenants", "--users", "4", "--facts", "40", "--turns", "40", "--queries", "6",
+        "--samples", "2", "--dir", str(tmp_path), "--json", str(tmp_path / "r.json"),
+    )  # fmt: skip
+    assert "Tenants: 4 users x (40 facts on 4 entities + 40 turns)" in out
+    assert "Sample users (owner order): user00000, user00003" in out
+    assert "Machine: " in out and "Phases: generate " in out and "import shared " in out
+    header = (
+        "| operation | words | calls | shared p50 ms | shared p99 ms | alone p50 ms "
+        "| alone p99 ms | shared/alone p50 |"
+    )
+    assert header in out
+    for operation in ("search_nodes", "recall"):
+        for words in ("common", "middling", "rare"):
+            assert f"| {operation} | {words} | " in out
+    assert "| user00003 | " in out
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert len(result["results"]) == 6 and result["samples"] == ["user00000", "user00003"]
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # the databases are gone
 
 
 def test_scale_runs(tmp_path: Path) -> None:
