@@ -35,6 +35,7 @@ from memory import models as engine
 
 from .access import NotAuthorized, arguments_given, scope_of
 from .schemas import input_schema, output_schema
+from .text import render
 
 __all__ = ["TOOLS", "build_tools"]
 
@@ -87,10 +88,11 @@ async def _run(operation: str, *, write: bool, **arguments: Any) -> Any:
         result: BaseModel = await getattr(scope, operation)(**arguments)
     except (ChronomemError, NotAuthorized) as exc:  # bad input, memory full, damaged file
         return _tool_error(str(exc))
-    # The text block carries the same JSON as `structuredContent`, compact: the SDK's
-    # default indents it, which nearly doubles what a large result sends.
+    # Many clients give the model only the text block: it carries the same information
+    # as `structuredContent`, rendered for a model to read rather than a second copy of
+    # the JSON (`text.render`).
     return CallToolResult(
-        content=[TextContent(type="text", text=result.model_dump_json())],
+        content=[TextContent(type="text", text=render(result))],
         structured_content=result.model_dump(mode="json"),
     )
 

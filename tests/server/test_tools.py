@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
 import jsonschema
 import pytest
@@ -13,6 +13,7 @@ from mcp import Client
 
 from memory import GraphMemory, models
 from server import Settings, build_server
+from server.text import render
 from server.tools import TOOLS, build_tools
 
 pytestmark = pytest.mark.anyio
@@ -21,13 +22,17 @@ pytestmark = pytest.mark.anyio
 TOOLS_LIST_BYTES = 19_000
 READS = {"search_nodes", "open_nodes", "read_graph", "profile_card", "history", "recall"}
 WRITES = {"remember", "relate", "forget", "record_turns"}
+TOOL_FUNCTIONS = {fn.__name__: fn for fn, _, _ in TOOLS}
 
 
 async def call(client: Client, name: str, **arguments: Any) -> dict[str, Any]:
     result = await client.call_tool(name, arguments)
     assert not result.is_error, result.content
     assert result.structured_content is not None
-    assert json.loads(result.content[0].text) == result.structured_content
+    # The text block renders the very result the structured content holds.
+    model = get_type_hints(TOOL_FUNCTIONS[name])["return"]
+    (block,) = result.content
+    assert block.text == render(model.model_validate(result.structured_content))
     return result.structured_content
 
 
