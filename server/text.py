@@ -155,11 +155,11 @@ def _open_nodes(result: OpenNodesResult) -> str:
 
 def _read_graph(result: ReadGraphResult) -> str:
     lines = _graph(result.entities, result.relations)
-    page = f"{len(result.entities)} of {result.total_entities} entities"
+    page = f"{len(result.entities)} of {result.total_entities} entities on this page"
     if result.next_cursor is None:
-        lines.append(f"{page}; last page.")
+        lines.append(f"{page}, the last.")
     else:
-        lines.append(f"{page}; next page: cursor {result.next_cursor}")
+        lines.append(f"{page}; for the next page, read_graph with cursor {result.next_cursor}")
     return "\n".join(lines)
 
 
