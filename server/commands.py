@@ -25,6 +25,7 @@ from memory import (
     InvalidInputError,
     MemoryScope,
     Observation,
+    Relation,
 )
 
 from .cli import main, scope_options
@@ -185,27 +186,30 @@ def _entity_lines(entities: list, relations: list) -> list[str]:
         lines.append(f"{entity.name} ({entity.entity_type})")
         lines += [f"  - {_fact(o)}" for o in entity.observations]
         lines += [
-            f"  → {r.relation} {r.target}"
-            if r.source == entity.name
-            else f"  ← {r.relation} {r.source}"
-            for r in relations
-            if entity.name in (r.source, r.target)
+            f"  {_link(r, entity.name)}" for r in relations if entity.name in (r.source, r.target)
         ]
     return lines
+
+
+def _link(r: Relation, name: str) -> str:
+    """A relation of the entity `name`, seen from it."""
+    return f"→ {r.relation} {r.target}" if r.source == name else f"← {r.relation} {r.source}"
 
 
 @main.command()
 @click.argument("query")
 @click.option("--limit", type=int, default=10, show_default=True)
+@click.option("--facts-per-hit", type=int, default=5, show_default=True,
+              help="At most this many facts, and as many relations, per entity.")  # fmt: skip
 @click.option("--type", "entity_type", help="Only entities of this type.")
 @time_options
 @scope_options
 @json_option
-def search(query, limit, entity_type, as_of, known_at, history, as_json, **scope):  # type: ignore[no-untyped-def]
+def search(query, limit, facts_per_hit, entity_type, as_of, known_at, history, as_json, **scope):  # type: ignore[no-untyped-def]
     """Find entities by relevance. Example: chronomem search "where does she work?" """
     result = run(scope, lambda s: s.search_nodes(
-        query=query, limit=limit, entity_type=entity_type, as_of=as_of, known_at=known_at,
-        include_history=history,
+        query=query, limit=limit, facts_per_hit=facts_per_hit, entity_type=entity_type,
+        as_of=as_of, known_at=known_at, include_history=history,
     ))  # fmt: skip
 
     def human(r: Any) -> str:
@@ -215,6 +219,17 @@ def search(query, limit, entity_type, as_of, known_at, history, as_json, **scope
         for hit in r.hits:
             lines.append(f"{hit.score:.2f}  {hit.entity.name} ({hit.entity.entity_type})")
             lines += [f"      - {_fact(o)}" for o in hit.observations]
+            lines += [f"      {_link(x, hit.entity.name)}" for x in hit.relations]
+            more = [
+                f"{count} more {noun}{'' if count == 1 else 's'}"
+                for count, noun in (
+                    (hit.more_observations, "fact"),
+                    (hit.more_relations, "relation"),
+                )
+                if count
+            ]
+            if more:
+                lines.append(f"      … and {' and '.join(more)}")
         return "\n".join(lines)
 
     emit(result, as_json, human)
@@ -236,7 +251,7 @@ def open_(names, as_of, known_at, history, as_json, **scope):  # type: ignore[no
 
 
 @main.command("read-graph")
-@click.option("--limit", type=int, default=200, show_default=True)
+@click.option("--limit", type=int, default=50, show_default=True, help="Entities per page.")
 @click.option("--cursor", help="next_cursor of the previous page.")
 @time_options
 @scope_options

@@ -13,7 +13,8 @@ per-request scope as the normal server:
   current and the history keeps them. An entity closed by `delete_entities` is left
   out of every read until something about it is current again.
 - `search_nodes` is chronomem's ranked search (best first, at most 50 entities), not
-  the reference's substring match.
+  the reference's substring match; each entity found comes with all its current
+  observations and relations, as in the reference.
 - Reads show current facts only, shaped like the reference's graph.
 
 The engine's rules still hold, and breaking one is a tool error naming the field in
@@ -364,14 +365,6 @@ async def _open(
     return entities, relations
 
 
-async def _shown_entities(scope: MemoryScope, names: Sequence[str]) -> dict[str, Entity]:
-    """The entities of `names` the client sees, by match key, with every fact
-    (current or not): deleted ones are left out."""
-    entities, relations = await _open(scope, names, include_history=True)
-    touching = _touching(relations)
-    return {match_key(e.name): e for e in entities if _shown(e, touching[e.name])}
-
-
 async def _read_graph(scope: MemoryScope) -> dict[str, Any]:
     entities: list[Entity] = []
     relations: list[Relation] = []
@@ -530,17 +523,16 @@ async def search_nodes(query: Any = None) -> CallToolResult:
     args = parse_arguments(_SearchNodes, query=query)
     scope = scope_of()
     hits = (await scope.search_nodes(args.query, limit=SEARCH_LIMIT)).hits
-    # A hit with nothing current (found by its name) may be an entity the client deleted.
-    bare = [hit.entity.name for hit in hits if not (hit.observations or hit.relations)]
-    shown = await _shown_entities(scope, bare) if bare else {}
-    kept = [
-        Entity(
-            name=hit.entity.name, entity_type=hit.entity.entity_type, observations=hit.observations
-        )
-        for hit in hits
-        if hit.observations or hit.relations or match_key(hit.entity.name) in shown
-    ]
-    graph = _graph_json(kept, (relation for hit in hits for relation in hit.relations))
+    # A hit carries only the facts that best answer the query; the reference answers
+    # with whole entities, so the hits are opened: every current fact, and every
+    # relation touching them. Deleted entities are left out.
+    names = [hit.entity.name for hit in hits]
+    entities, relations = await _open(scope, names, include_history=True)
+    touching = _touching(relations)
+    shown = {match_key(e.name): e for e in entities if _shown(e, touching[e.name])}
+    ranked = [shown[key] for key in map(match_key, names) if key in shown]
+    kept = {e.name for e in ranked}
+    graph = _graph_json(ranked, (r for r in relations if {r.source, r.target} & kept))
     return _result(graph, graph)
 
 

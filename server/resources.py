@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
@@ -13,7 +11,9 @@ from .access import scope_of
 
 __all__ = ["register"]
 
-GRAPH_PAGE = 500
+# One read_graph page, as the tool's default: the whole graph of a large memory is
+# far more than any reader wants at once.
+GRAPH_PAGE = 50
 
 
 def register(server: MCPServer) -> None:
@@ -24,17 +24,10 @@ def register(server: MCPServer) -> None:
 
     @server.resource("memory://graph", name="graph", mime_type="application/json")
     async def graph() -> str:
-        """The current graph: every entity with its current facts, and the relations."""
-        scope = scope_of()
-        entities, relations, cursor = [], [], None
-        while True:
-            page = await scope.read_graph(limit=GRAPH_PAGE, cursor=cursor)
-            entities += [e.model_dump(mode="json") for e in page.entities]
-            relations += [r.model_dump(mode="json") for r in page.relations]
-            cursor = page.next_cursor
-            if cursor is None:
-                break
-        return json.dumps({"entities": entities, "relations": relations})
+        """The current graph's first page: 50 entities with their current facts and
+        the relations from them, as the read_graph result (with total_entities and
+        next_cursor). Page on with the read_graph tool, passing next_cursor as cursor."""
+        return (await scope_of().read_graph(limit=GRAPH_PAGE)).model_dump_json()
 
     @server.resource("memory://entities/{name}", name="entity", mime_type="application/json")
     async def entity(name: str) -> str:

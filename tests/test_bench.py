@@ -86,6 +86,15 @@ def test_tenants_runs(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # the databases are gone
 
 
+def test_sizes_runs(tmp_path: Path) -> None:
+    out = _run("bench.sizes", "--json", str(tmp_path / "r.json"))
+    assert "| tools/list, json.dumps |" in out and "Machine: " in out
+    for tool in ("search_nodes", "open_nodes", "read_graph", "profile_card", "forget"):
+        assert f"| {tool} |" in out
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert {row["tool"] for row in result["results"]} >= {"remember", "recall", "history"}
+
+
 def test_scale_runs(tmp_path: Path) -> None:
     out = _run("bench.scale", "--sizes", "30", "--runs", "3", "--json", str(tmp_path / "r.json"))
     assert "### 30 entities: 300 facts" in out

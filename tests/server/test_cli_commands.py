@@ -9,7 +9,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+
+from memory import GraphMemory
 
 from .conftest import CHRONOMEM
 
@@ -87,6 +90,37 @@ def test_human_output_is_plain_text_when_piped(cli: Cli) -> None:
     assert "Alice (person)" in tree and "→ knows Bob" in tree
     assert "likes tea  [since " in tree and "(closed) old  [2020-01-01T00:00:00Z – " in tree
     assert "old" not in cli("inspect").stdout
+
+
+def test_search_shows_how_many_facts_each_hit_left_out(cli: Cli) -> None:
+    facts = [f"river run number {n}" for n in range(6)]
+    cli("remember", "Alice", *facts, "--type", "person")
+    cli("relate", "Alice", "runs with", "Bob")
+    hit = cli.json("search", "river run", "--facts-per-hit", "2")["hits"][0]
+    assert hit["entity"]["name"] == "Alice"
+    assert len(hit["observations"]) == 2 and hit["more_observations"] == 4
+    shown = cli("search", "river run", "--facts-per-hit", "2").stdout
+    assert "… and 4 more facts" in shown
+    assert sum(line.strip().startswith("- ") for line in shown.splitlines()) == 2  # Bob: none
+    hit = cli.json("search", "river run")["hits"][0]  # five by default
+    assert len(hit["observations"]) + hit["more_observations"] == 6
+    assert len(hit["observations"]) == 5
+    cli("search", "x", "--facts-per-hit", "21", code=2)
+
+
+def test_read_graph_pages_of_fifty_by_default(cli: Cli) -> None:
+    async def seed() -> None:
+        async with GraphMemory.open(cli.db) as memory:
+            scope = memory.scope(app="coach", user="default")
+            for n in range(60):
+                await scope.remember(f"Person {n:02}", [f"fact {n}"])
+
+    anyio.run(seed)
+    page = cli.json("read-graph")
+    assert (len(page["entities"]), page["total_entities"]) == (50, 60)
+    rest = cli.json("read-graph", "--cursor", page["next_cursor"])
+    assert len(rest["entities"]) == 10 and rest["next_cursor"] is None
+    assert "50 of 60 entities" in cli("read-graph").stdout
 
 
 def test_exit_codes(cli: Cli) -> None:

@@ -688,6 +688,31 @@ async def test_search_is_ranked(client: Client) -> None:
     }
 
 
+async def test_search_answers_with_whole_entities_as_the_reference_does(
+    client: Client,
+) -> None:
+    """chronomem's own search_nodes shows each hit's best few facts; the reference's
+    shows every observation of each entity found, and so does compat mode."""
+    notes = [f"note {n} about the garden" for n in range(11)]
+    await call(
+        client, "create_entities", entities=[entity("Alice", "person", "plays chess", *notes)]
+    )
+    friends = [relation("Alice", f"Friend {n}", "knows") for n in range(7)]
+    await call(client, "create_relations", relations=friends)
+    found = await graph(client, "search_nodes", query="chess")
+    assert found["entities"] == [entity("Alice", "person", "plays chess", *notes)]
+    assert sorted(found["relations"], key=str) == sorted(friends, key=str)
+    await call(client, "delete_relations", relations=friends[:3])
+    await call(
+        client,
+        "delete_observations",
+        deletions=[{"entityName": "Alice", "observations": notes[:4]}],
+    )
+    found = await graph(client, "search_nodes", query="chess")
+    assert found["entities"] == [entity("Alice", "person", "plays chess", *notes[4:])]
+    assert sorted(found["relations"], key=str) == sorted(friends[3:], key=str)
+
+
 async def test_batches_past_the_engine_limits_are_split(client: Client) -> None:
     facts = [f"fact number {i}" for i in range(120)]  # the engine takes 50 a call
     structured, _ = await call(client, "create_entities", entities=[entity("Big", "thing", *facts)])

@@ -41,6 +41,21 @@ async def test_profile_and_graph(client: Client) -> None:
     assert mime == "application/json"
     assert {e["name"] for e in graph["entities"]} == {"Mary Jane", "Bob"}
     assert [r["relation"] for r in graph["relations"]] == ["knows"]
+    assert (graph["total_entities"], graph["next_cursor"]) == (2, None)
+
+
+async def test_the_graph_resource_is_one_page_and_says_how_to_page_on(client: Client) -> None:
+    for n in range(60):
+        await client.call_tool("remember", {"entity": f"Person {n:02}", "facts": [f"fact {n}"]})
+    graph = json.loads((await _text(client, "memory://graph"))[0])
+    assert set(graph) == {"entities", "relations", "total_entities", "next_cursor"}
+    assert (len(graph["entities"]), graph["total_entities"]) == (50, 60)
+    rest = await client.call_tool("read_graph", {"cursor": graph["next_cursor"]})
+    names = [e["name"] for e in graph["entities"] + rest.structured_content["entities"]]
+    assert sorted(names) == [f"Person {n:02}" for n in range(60)]
+    assert rest.structured_content["next_cursor"] is None
+    (listed,) = [r for r in (await client.list_resources()).resources if r.name == "graph"]
+    assert "read_graph" in listed.description and "next_cursor" in listed.description
 
 
 async def test_entity_and_history_templates(client: Client) -> None:
