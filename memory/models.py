@@ -70,19 +70,15 @@ class _Model(BaseModel):
 
 AsOf = Annotated[
     Timestamp | None,
-    Field(description="Valid time: what was true in the world at this instant. Default: now."),
+    Field(description="What was true then (valid time); default now."),
 ]
 KnownAt = Annotated[
     Timestamp | None,
-    Field(
-        description="Transaction time: answer as the memory stood at this instant. Default: now."
-    ),
+    Field(description="As memory stood then (transaction time); default now."),
 ]
 IncludeHistory = Annotated[
     bool,
-    Field(
-        strict=True, description="Also return facts that are not current, flagged current=false."
-    ),
+    Field(strict=True, description="Also facts no longer current."),
 ]
 
 
@@ -93,29 +89,22 @@ class _ReadAt(_Model):
 
 
 class RememberArgs(_Model):
-    entity: Name = Field(description="The entity the facts are about (matched case-insensitively).")
-    facts: list[FactText] = Field(
-        min_length=1, max_length=FACTS_PER_CALL, description="Statements about the entity."
-    )
-    entity_type: Label | None = Field(
-        None, description="Kind of entity, e.g. person, place, preference. Default: general."
-    )
-    valid_from: Timestamp | None = Field(
-        None, description="When the facts became true in the world. Default: now."
-    )
+    entity: Name = Field(description="Matched case-insensitively.")
+    facts: list[FactText] = Field(min_length=1, max_length=FACTS_PER_CALL)
+    entity_type: Label | None = Field(None, description="e.g. person, place. Default: general.")
+    valid_from: Timestamp | None = Field(None, description="When they became true. Default: now.")
     replaces: list[Id] | None = Field(
-        None, max_length=IDS_PER_CALL, description="Ids of facts these facts supersede."
+        None, max_length=IDS_PER_CALL, description="Ids of the facts these replace."
     )
     attribute: Label | None = Field(
         None,
-        description="A single-valued slot such as plan or timezone: these facts become its "
-        "whole current content and its other open facts are closed.",
+        description="A single-valued slot (plan, timezone): these facts replace its open ones.",
     )
 
 
 class RelateArgs(_Model):
     source: Name
-    relation: Label = Field(description="Relation type; normalised to snake_case.")
+    relation: Label = Field(description="e.g. works_at (made snake_case).")
     target: Name
     source_type: Label | None = None
     target_type: Label | None = None
@@ -123,7 +112,7 @@ class RelateArgs(_Model):
     exclusive: bool = Field(
         False,
         strict=True,
-        description="Close every open relation of this type from the same source.",
+        description="Close the source's other open relations of this type.",
     )
     replaces: list[Id] | None = Field(None, max_length=IDS_PER_CALL)
 
@@ -131,9 +120,7 @@ class RelateArgs(_Model):
 class ForgetArgs(_Model):
     ids: list[Id] | None = Field(None, max_length=IDS_PER_CALL)
     entities: list[Name] | None = Field(None, max_length=IDS_PER_CALL)
-    valid_to: Timestamp | None = Field(
-        None, description="When the facts stopped being true. Default: now."
-    )
+    valid_to: Timestamp | None = Field(None, description="Default: now.")
     reason: Reason | None = None
 
 
@@ -143,18 +130,18 @@ class OpenNodesArgs(_ReadAt):
 
 class ReadGraphArgs(_ReadAt):
     limit: int = Field(50, ge=1, le=500, strict=True, description="Entities per page.")
-    cursor: Cursor | None = Field(None, description="next_cursor of the previous page.")
+    cursor: Cursor | None = Field(None, description="The previous page's next_cursor.")
 
 
 class SearchNodesArgs(_Model):
-    query: Query = Field(description="What to look for, in plain words; never query syntax.")
+    query: Query = Field(description="Plain words, not query syntax.")
     limit: int = Field(10, ge=1, le=50, strict=True, description="At most this many hits.")
     facts_per_hit: int = Field(
         5,
         ge=1,
         le=20,
         strict=True,
-        description="At most this many facts, and as many relations, per hit: the best first.",
+        description="Facts, and relations, per hit at most.",
     )
     entity_type: Label | None = Field(None, description="Only entities of this type.")
     as_of: AsOf = None
@@ -163,7 +150,7 @@ class SearchNodesArgs(_Model):
 
 
 class RecallArgs(_Model):
-    query: Query = Field(description="What was said, in plain words.")
+    query: Query = Field(description="Plain words.")
     limit: int = Field(10, ge=1, le=50, strict=True)
     session_id: SessionId | None = Field(None, description="Only this conversation.")
     after: Timestamp | None = Field(None, description="Only turns at or after this time.")
@@ -174,7 +161,7 @@ class ProfileCardArgs(_Model):
     max_entities: int = Field(12, ge=1, le=50, strict=True)
     max_facts_per_entity: int = Field(5, ge=1, le=20, strict=True)
     max_chars: int = Field(2000, ge=100, le=20_000, strict=True)
-    query: Query | None = Field(None, description="Put the entities most relevant to this first.")
+    query: Query | None = Field(None, description="The entities and facts relevant to this first.")
     as_of: AsOf = None
 
 
@@ -183,9 +170,9 @@ class HistoryArgs(_Model):
 
 
 class TurnIn(_Model):
-    role: Label = Field(description="user, assistant, system, tool, or a speaker's name.")
+    role: Label = Field(description="user, assistant, or a speaker's name.")
     text: TurnText
-    at: Timestamp | None = Field(None, description="When it was said. Default: now.")
+    at: Timestamp | None = Field(None, description="Default: now.")
 
 
 class RecordTurnsArgs(_Model):

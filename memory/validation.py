@@ -96,7 +96,7 @@ def _timestamp(value: Any, info: Any) -> int:
 
 _TIMESTAMP_SCHEMA = {
     "type": "string",
-    "description": "RFC 3339 timestamp (any offset; none means UTC) or a date YYYY-MM-DD.",
+    "description": "RFC 3339 or YYYY-MM-DD.",
 }
 
 Name = Annotated[str, Field(min_length=1, max_length=NAME_MAX), AfterValidator(_not_blank)]

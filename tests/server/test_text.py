@@ -119,11 +119,11 @@ async def test_reads_render_every_id_time_and_text(client: Client) -> None:
     assert text.splitlines()[-1] == "2 of 3 entities on this page, the last."
 
     structured, text = await call(client, "search_nodes", query="plan tea", facts_per_hit=1)
-    assert assert_rows_rendered(structured, text) == 2
+    assert assert_rows_rendered(structured, text) == 1  # no relation matches
     hit = structured["hits"][0]
     assert text.splitlines()[0] == f"[Alice] (person), score {hit['score']:.2f}"
     assert hit["more_observations"] == 1
-    assert "… and 1 more fact" in text and "(open_nodes for all)" in text
+    assert "… and 1 more fact and 1 more relation (open_nodes for all)" in text
 
 
 async def test_writes_render_what_they_changed(client: Client) -> None:

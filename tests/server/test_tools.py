@@ -75,11 +75,11 @@ async def test_the_ten_tools_with_schemas_and_annotations(client: Client) -> Non
         assert '"title"' not in json.dumps([tool.input_schema, tool.output_schema])
         assert tool.output_schema is not None
         assert tool.description and len(tool.description) > 80
-        assert tool.annotations.read_only_hint is (tool.name in READS)
+        assert bool(tool.annotations.read_only_hint) is (tool.name in READS)  # default: false
         if tool.name in WRITES:
             assert tool.annotations.destructive_hint is False
     assert listed["remember"].annotations.idempotent_hint is True
-    assert listed["record_turns"].annotations.idempotent_hint is False
+    assert not listed["record_turns"].annotations.idempotent_hint  # default: false
     entity = listed["remember"].input_schema["properties"]["entity"]
     assert (entity["minLength"], entity["maxLength"]) == (1, 200)
     limit = listed["read_graph"].input_schema["properties"]["limit"]
@@ -100,15 +100,26 @@ async def test_tools_list_stays_small(client: Client) -> None:
     assert len(json.dumps(dumped)) <= TOOLS_LIST_BYTES
 
 
-def object_schemas(schema: Any) -> Iterator[dict[str, Any]]:
+def object_schemas(schema: Any, root: Any = None) -> Iterator[dict[str, Any]]:
+    """Every object schema in `schema`, with what its `allOf` references brings in
+    (the time fields an output schema writes once under `$defs`)."""
+    root = schema if root is None else root
     if isinstance(schema, dict):
         if "properties" in schema:
-            yield schema
+            merged = {
+                "properties": dict(schema["properties"]),
+                "required": list(schema.get("required", [])),
+            }
+            for part in schema.get("allOf", []):
+                shared = root["$defs"][part["$ref"].rsplit("/", 1)[-1]]
+                merged["properties"].update(shared["properties"])
+                merged["required"] += shared.get("required", [])
+            yield merged
         for value in schema.values():
-            yield from object_schemas(value)
+            yield from object_schemas(value, root)
     elif isinstance(schema, list):
         for item in schema:
-            yield from object_schemas(item)
+            yield from object_schemas(item, root)
 
 
 def nullable(schema: Any, path: str = "") -> Iterator[str]:
