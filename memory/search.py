@@ -12,6 +12,7 @@ bounded by `facts_per_hit`, with counts of what was left out.
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 from collections import defaultdict
@@ -235,17 +236,38 @@ def _counts_sql(include_history: bool) -> tuple[str, str]:
 
 
 COUNTS = {history: _counts_sql(history) for history in (False, True)}
+# The newest current facts, and relations, of the entity `:e{i}` (one part of `_newest`).
 NEWEST_FACTS = f"""
-    SELECT o.* FROM observation o
-    WHERE o.entity_id = :entity AND o.project IN (:g, :p) AND {visible_rows_sql("o", False)}
+    SELECT {{i}} AS part, o.* FROM observation o
+    WHERE o.entity_id = :e{{i}} AND o.project IN (:g, :p) AND {visible_rows_sql("o", False)}
     ORDER BY o.valid_from DESC, o.recorded_at DESC, o.seq DESC LIMIT :n
 """
 NEWEST_RELATIONS = f"""
-    SELECT {RELATION_COLUMNS}
-    WHERE (r.source_id = :entity OR r.target_id = :entity)
+    SELECT {{i}} AS part, {RELATION_COLUMNS}
+    WHERE (r.source_id = :e{{i}} OR r.target_id = :e{{i}})
       AND r.project IN (:g, :p) AND {visible_rows_sql("r", False)}
     ORDER BY r.valid_from DESC, r.recorded_at DESC, r.seq DESC LIMIT :n
 """
+
+
+@functools.cache
+def _newest_sql(part: str, count: int) -> str:
+    """`part` for `count` entities, in one statement: an index range each."""
+    return " UNION ALL ".join(f"SELECT * FROM ({part.format(i=i)})" for i in range(count))
+
+
+def _newest(
+    tx: Tx, part: str, params: dict, entity_ids: Sequence[int], n: int
+) -> dict[int, list[sqlite3.Row]]:
+    """The rows `part` gives for each of `entity_ids`, newest first."""
+    found: dict[int, list[sqlite3.Row]] = {entity_id: [] for entity_id in entity_ids}
+    if entity_ids:
+        keys = {f"e{i}": entity_id for i, entity_id in enumerate(entity_ids)}
+        for row in tx.all(_newest_sql(part, len(entity_ids)), {**params, **keys, "n": n}):
+            found[entity_ids[row["part"]]].append(row)
+    return found
+
+
 FACTS_BY_SEQ = "SELECT * FROM observation WHERE seq IN (SELECT value FROM json_each(:seqs))"
 RELATIONS_BY_SEQ = f"SELECT {RELATION_COLUMNS} WHERE r.seq IN (SELECT value FROM json_each(:seqs))"
 
@@ -317,6 +339,11 @@ def search_nodes(tx: Tx, scope: ScopeKey, args: SearchNodesArgs) -> SearchNodesR
     relations = {
         row["seq"]: row for row in tx.all(RELATIONS_BY_SEQ, {"seqs": json_list(shown_relations)})
     }
+    # Found by its name, type or a relation only: what is newest about it.
+    unmatched = [item.id for item in items if not item.facts]
+    newest_facts = _newest(tx, NEWEST_FACTS, params, unmatched, per_hit)
+    bare = [item.id for item in items if not item.facts and not item.relations]
+    newest_relations = _newest(tx, NEWEST_RELATIONS, params, bare, per_hit)
 
     hits = []
     for row, score, item in found:
@@ -324,16 +351,12 @@ def search_nodes(tx: Tx, scope: ScopeKey, args: SearchNodesArgs) -> SearchNodesR
         links: list[Relation]
         if item.facts:
             observations = [observation_view(facts[seq], at) for _, seq in item.facts[:per_hit]]
-        else:  # found by its name, type or a relation: what is newest about it
-            newest = tx.all(NEWEST_FACTS, {**params, "entity": item.id, "n": per_hit})
-            observations = [observation_view(fact, at) for fact in newest]
+        else:
+            observations = [observation_view(fact, at) for fact in newest_facts[item.id]]
         if item.relations:
             links = [relation_view(relations[seq], at) for _, seq in item.relations[:per_hit]]
-        elif not item.facts:
-            newest = tx.all(NEWEST_RELATIONS, {**params, "entity": item.id, "n": per_hit})
-            links = [relation_view(link, at) for link in newest]
         else:
-            links = []
+            links = [relation_view(link, at) for link in newest_relations.get(item.id, [])]
         hits.append(
             SearchHit(
                 entity=EntityInfo(name=row["name"], entity_type=row["entity_type"]),

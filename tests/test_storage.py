@@ -18,7 +18,8 @@ from memory.profile import (
     SESSION_TAIL,
 )
 from memory.queries import SELECT_VISIBLE_ENTITIES, _observations_sql, _relations_sql
-from memory.ranking import INDEXES, STATS, _all_words_sql, _count_sql, _newest_sql, _scored_sql
+from memory.ranking import INDEXES, STATS, _all_words_sql, _count_sql, _scored_sql
+from memory.ranking import _newest_sql as _newest_rows_sql
 from memory.reads import COUNT_VISIBLE, SELECT_PAGE
 from memory.schema import (
     ADD_FTS_STATS,
@@ -43,6 +44,7 @@ from memory.search import (
     RECALL_ROWS,
     RELATION_ROWS,
     RELATIONS_BY_SEQ,
+    _newest_sql,
 )
 from memory.store import LAST_ROWID, ROWIDS_BETWEEN
 from memory.writes import SELECT_OPEN_FACTS, SELECT_OPEN_TRIPLE, SELECT_RELATION_SLOT, SELECT_SLOT
@@ -174,7 +176,7 @@ HOT_STATEMENTS = {
         for step, sql in (
             ("count", _count_sql(index.fts, 2)),
             ("scored rows", _scored_sql(index.fts, (0, len(index.columns) - 1))),
-            ("newest rows", _newest_sql(index.fts, 2)),
+            ("newest rows", _newest_rows_sql(index.fts, 2)),
             ("rows with every word", _all_words_sql(index.fts)),
             ("statistics added", ADD_FTS_STATS[kind]),
         )
@@ -189,8 +191,8 @@ HOT_STATEMENTS = {
     **{f"hit fact counts, history {h}": sql for h, (sql, _) in COUNTS.items()},
     **{f"hit relation counts, history {h}": sql for h, (_, sql) in COUNTS.items()},
     **{f"relations to named entities, history {h}": sql for h, sql in LINKED.items()},
-    "newest facts of a hit": NEWEST_FACTS,
-    "newest relations of a hit": NEWEST_RELATIONS,
+    "newest facts of hits": _newest_sql(NEWEST_FACTS, 2),
+    "newest relations of hits": _newest_sql(NEWEST_RELATIONS, 2),
     "hit facts": FACTS_BY_SEQ,
     "hit relations": RELATIONS_BY_SEQ,
     "recall candidates": RECALL_ROWS,
@@ -231,6 +233,7 @@ async def test_hot_statements_use_indexes(db_path: Path, name: str) -> None:
         params["keys"] = '["e"]'
         params["m0"] = params["m1"] = '"x"'
         params["kind"] = "entity"
+        params["e0"] = params["e1"] = 1
         params["sign"] = 1
         params.update(w0=1, w1=1, top0=1, top1=1, slope0=1, slope1=1, base=1)
         plan = conn.execute(f"EXPLAIN QUERY PLAN {sql}", params).fetchall()
