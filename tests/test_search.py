@@ -364,7 +364,7 @@ async def test_equal_rows_at_the_cut_go_to_the_newest(
 async def test_facts_of_every_length_rank_shortest_first(alice: MemoryScope) -> None:
     """A row's length comes from FTS5's docsize entry: one byte under 128 tokens (read
     in SQL), more from there (read by the engine's function); both agree."""
-    for words in (300, 128, 127, 3):
+    for words in (3, 127, 128, 300):  # newest last: ties would rank it first
         await alice.remember(entity=f"E{words}", facts=["zebra " + "grass " * (words - 1)])
     result = await alice.search_nodes(query="zebra", limit=4)
     assert _names(result) == ["E3", "E127", "E128", "E300"]
