@@ -69,8 +69,9 @@ def _card_entities(
         leading = (first or {}).get(entity_id, ())
         texts = dict(entity_facts)
         ahead = [seq for seq in leading if seq in texts]
+        first_seqs = set(ahead)
         facts[entity_id] = [texts[seq] for seq in ahead] + [
-            text for seq, text in entity_facts if seq not in set(ahead)
+            text for seq, text in entity_facts if seq not in first_seqs
         ]
     links: dict[int, list[tuple[str, str]]] = defaultdict(list)
     for link in tx.all(CARD_RELATIONS, params):

@@ -12,7 +12,8 @@ users share the file.
 
 A query ranks the rows of its rarest words, adding words from the rarest up while at
 most `RANKED_ROWS` rows are to be ranked; a word left out is common in this memory and
-weighs little (the idea of Lucene's CommonTermsQuery). When every word is more common
+weighs little, and adds nothing to the score (after Lucene's CommonTermsQuery, which
+would still score it on the rare words' rows). When every word is more common
 than that, the newest rows that have all of them (`EVERY_WORD_WINDOW`), and the newest
 of each (`NEWEST_WINDOW`), are ranked.
 """
@@ -191,11 +192,13 @@ def _stats(tx: Tx, owner: int, kind: str, columns: int) -> Stats | None:
 
 @dataclass(frozen=True)
 class Ranked:
-    """Rows as (score, rowid), best first, and whether they are the newest windows of a
-    query of common words only (a sample: filters may drop most of it)."""
+    """Rows as (score, rowid), best first, and whether they are only part of the
+    matches: a query's common words were left out, or only their newest rows taken
+    (filters may then drop most of what was ranked, and the rest is still there)."""
 
     rows: list[tuple[float, int]]
-    sampled: bool = False
+    partial: bool = False
+    sampled: bool = False  # only the newest rows of common words: no rare word at all
 
 
 class _Scores:
@@ -230,8 +233,10 @@ class _Scores:
 
 def ranked(tx: Tx, index: Index, terms: Sequence[str], owner: int, grown: int = 1) -> Ranked:
     """The owner's rows of `index` that match `terms` (FTS5-quoted words), best first;
-    ties go to the newest row. At most about `RANKED_ROWS` rows, or the newest windows
-    of a query made only of common words, `grown` times their usual size (-1: all)."""
+    ties go to the newest row. At most about `RANKED_ROWS` rows of the rarest words,
+    or the newest windows of a query made only of common words, `grown` times their
+    usual size (-1: all). Grown, a query's common words left out add their newest
+    windows too (filters dropped the rare words' rows)."""
     stats = _stats(tx, owner, index.kind, len(index.columns)) if terms else None
     if stats is None:
         return Ranked([])
@@ -261,15 +266,24 @@ def ranked(tx: Tx, index: Index, terms: Sequence[str], owner: int, grown: int = 
             break
         chosen.append(i)
         total += found[i]
-    if chosen:
-        columns = tuple(expressions[i].column for i in chosen)
-        scoring = bounds | _norm_params(index, stats)
-        for n, i in enumerate(chosen):
-            scoring |= {f"m{n}": expressions[i].match, f"w{n}": idf[expressions[i].term]}
-        sql = _scored_sql(index.fts, columns, len(index.columns))
-        return Ranked(tx.tuples(sql, scoring))
-    newest = _newest(tx, index, stats, bounds, terms, expressions, sorted(found), idf, grown)
-    return Ranked(newest, sampled=True)
+    left_out = [i for i in sorted(found) if i not in chosen]
+    if not chosen:
+        newest = _newest(tx, index, stats, bounds, terms, expressions, left_out, idf, grown)
+        return Ranked(newest, partial=grown != -1, sampled=grown != -1)
+    chosen.sort(key=lambda i: expressions[i].column)  # one statement per column pattern
+    columns = tuple(expressions[i].column for i in chosen)
+    scoring = bounds | _norm_params(index, stats)
+    for n, i in enumerate(chosen):
+        scoring |= {f"m{n}": expressions[i].match, f"w{n}": idf[expressions[i].term]}
+    rows = tx.tuples(_scored_sql(index.fts, columns, len(index.columns)), scoring)
+    if grown == 1 or not left_out:
+        return Ranked(rows, partial=bool(left_out))
+    scores = dict((rowid, score) for score, rowid in rows)
+    more = _newest(tx, index, stats, bounds, terms, expressions, left_out, idf, grown)
+    for score, rowid in more:
+        scores[rowid] = scores.get(rowid, 0.0) + score
+    merged = sorted(((score, rowid) for rowid, score in scores.items()), reverse=True)
+    return Ranked(merged, partial=grown != -1)
 
 
 def _norm_params(index: Index, stats: Stats) -> dict[str, float]:
@@ -291,8 +305,8 @@ def _newest(
     idf: list[float],
     grown: int,
 ) -> list[tuple[float, int]]:
-    """A query of common words only: the newest rows of each expression, and the newest
-    rows with every word, scored here (a row may come from several of them)."""
+    """The newest rows of each of the `taken` expressions (common words), and the newest
+    rows with every one of their words, scored here (a row may come from several)."""
     scores = _Scores(index, stats)
     sql = _newest_sql(index.fts, len(taken))
     subset = bounds | {f"m{n}": expressions[i].match for n, i in enumerate(taken)}
@@ -315,7 +329,7 @@ def _newest(
     return scores.best_first()
 
 
-GROWTH = (1, 8, 64, -1)  # how a sample of newest rows grows while filters drop most of it
+GROWTH = (1, 8, 64, -1)  # how the windows of common words grow while too few rows pass
 
 
 def best_rows(
@@ -326,15 +340,23 @@ def best_rows(
     sql: str,
     params: dict[str, Any],
     wanted: int,
+    enough: Callable[[list[tuple[float, sqlite3.Row]]], bool] | None = None,
 ) -> list[tuple[float, sqlite3.Row]]:
     """The best `wanted` rows of `index` matching `terms` that pass the filters of `sql`
-    (see `passing`), best first. When they come from the newest windows of common
-    words and fewer than half of those pass (another session, an earlier `known_at`),
-    the windows grow, at last to every match, so that a filter never hides a match."""
+    (see `passing`), best first. When the ranking was partial (common words left out,
+    or only their newest rows taken) and fewer than half of its rows pass the filters
+    (another project, session or time), or, for a query of common words only,
+    `enough` says the rows are too few (too few entities among them), the common
+    words' windows grow, at last to every match: a filter never hides a match."""
+    rows: list[tuple[float, sqlite3.Row]] = []
     for grown in GROWTH:
         found = ranked(tx, index, terms, owner, grown)
         rows = passing(tx, found.rows, sql, params, wanted)
-        if not found.sampled or len(rows) >= wanted or len(rows) * 2 >= len(found.rows):
+        if not found.partial or len(rows) >= wanted:
+            return rows
+        if len(rows) * 2 >= len(found.rows) and (
+            enough is None or not found.sampled or enough(rows)
+        ):
             return rows
     return rows
 

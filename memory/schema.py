@@ -282,21 +282,25 @@ def owner_range(owner: int) -> tuple[int, int]:
     return first, first + (1 << OWNER_BITS) - 1
 
 
-def _renumber(table: str, key: str) -> str:
-    return f"""
+def _renumber(table: str, key: str) -> list[str]:
+    """Every row of `table` renumbered in its owner's range, in its old order: first
+    to the negative of its old rowid, so that no new rowid meets an old one."""
+    return [
+        f"UPDATE {table} SET {key} = -{key}",
+        f"""
         UPDATE {table} SET {key} = renumbered.new
         FROM (SELECT {key} AS old,
                      (owner_id << {OWNER_BITS})
-                       + row_number() OVER (PARTITION BY owner_id ORDER BY {key}) - 1 AS new
+                       + row_number() OVER (PARTITION BY owner_id ORDER BY {key} DESC) - 1 AS new
               FROM {table}) AS renumbered
         WHERE {table}.{key} = renumbered.old
-    """
+        """,
+    ]
 
 
 MIGRATIONS[5] = [
     # Owner ranges (above): every row is renumbered in its owner's range, in its old
-    # order, and the full-text indexes are built again over the new rowids. The old
-    # rowids are all below 1 << 32, so no new one meets an old one on the way.
+    # order, and the full-text indexes are built again over the new rowids.
     "PRAGMA defer_foreign_keys = ON",
     f"""
     CREATE TEMP TABLE entity_renumbered AS
@@ -306,7 +310,8 @@ MIGRATIONS[5] = [
     FROM entity
     """,
     "CREATE UNIQUE INDEX temp.entity_renumbered_old ON entity_renumbered (old)",
-    "UPDATE entity SET id = (SELECT new FROM entity_renumbered WHERE old = entity.id)",
+    "UPDATE entity SET id = -id",  # no new id meets an old one on the way
+    "UPDATE entity SET id = (SELECT new FROM entity_renumbered WHERE old = -entity.id)",
     """
     UPDATE observation
     SET entity_id = (SELECT new FROM entity_renumbered WHERE old = observation.entity_id)
@@ -317,9 +322,9 @@ MIGRATIONS[5] = [
         target_id = (SELECT new FROM entity_renumbered WHERE old = relation.target_id)
     """,
     "DROP TABLE entity_renumbered",
-    _renumber("observation", "seq"),
-    _renumber("relation", "seq"),
-    _renumber("turn", "seq"),
+    *_renumber("observation", "seq"),
+    *_renumber("relation", "seq"),
+    *_renumber("turn", "seq"),
     *(
         f"INSERT INTO {fts} ({fts}) VALUES ('rebuild')"
         for fts in ("entity_fts", "observation_fts", "relation_fts", "turn_fts")
@@ -394,6 +399,21 @@ RECOUNT_FTS_STATS = [
     *(f"INSERT INTO fts_stats {_sizes_of(kind, 'o.owner_id = :owner')}" for kind in FTS_INDEXES),
 ]
 MIGRATIONS[5] += COUNT_FTS_STATS
+# A process of an older chronomem that opened the file before it was migrated would
+# go on numbering rows the old way (the largest rowid + 1, another user's range),
+# where its user's searches never find them: such a row is refused instead.
+OUTSIDE_OWNER_RANGE = (
+    "this file was upgraded by a newer chronomem (schema 5): "
+    "restart every process that uses it with that version"
+)
+MIGRATIONS[5] += [
+    f"""
+    CREATE TRIGGER {table}_in_owner_range BEFORE INSERT ON {table}
+    WHEN (new.{key} >> {OWNER_BITS}) IS NOT new.owner_id
+    BEGIN SELECT RAISE(ABORT, '{OUTSIDE_OWNER_RANGE}'); END
+    """
+    for table, key in ROWIDS.items()
+]
 # What the rows of `:rowids` (just indexed) add to `:owner`'s statistics.
 ADD_FTS_STATS = {
     kind: f"""

@@ -61,9 +61,13 @@ def query_terms(text: str) -> list[str]:
 
     Stop words are dropped unless nothing else is left ("who is it?" still searches).
     """
-    words = [word.casefold() for word in _WORD.findall(text)]
-    kept = [word for word in words if word not in STOP_WORDS] or words
-    return [f'"{term}"' for term in list(dict.fromkeys(kept))[:MAX_TERMS]]
+    words: dict[str, str] = {}  # each word once, by its folded form: its first spelling
+    for word in _WORD.findall(text):
+        words.setdefault(word.casefold(), word)
+    kept = [word for key, word in words.items() if key not in STOP_WORDS] or list(words.values())
+    # FTS5 folds the case of a quoted word itself; casefold() would also turn "ß" into
+    # "ss", which the index never does ("Hauptstraße" found nothing).
+    return [f'"{term}"' for term in kept[:MAX_TERMS]]
 
 
 # Search weights: a match on the name says more than one in a fact; relation types
@@ -77,6 +81,7 @@ RELATION_WEIGHT = 0.5
 # cut at 200 rows lost such an entity from a 10-hit search, so every search keeps
 # 500, and `limit` 50 with its best facts needs no more.
 CANDIDATES = 500
+TYPED_CANDIDATES = 1_000_000  # every ranked row (a few thousand at most)
 
 # Each reads the rows of the rowids in `:rowids` that the read sees, in the order
 # json_each gives them (CROSS JOIN): a lookup by rowid each, never a scan.
@@ -141,24 +146,37 @@ class _Matches:
 
 
 def _matches(
-    tx: Tx, scope: ScopeKey, owner: int, query: str, at: Moment, include_history: bool
+    tx: Tx,
+    scope: ScopeKey,
+    owner: int,
+    query: str,
+    at: Moment,
+    include_history: bool,
+    limit: int,
+    typed: bool,
 ) -> _Matches:
-    """Every entity with a matching name, type, fact or relation, scored."""
+    """Every entity with a matching name, type, fact or relation, scored; at least
+    `limit` of them when there are. With `typed` (a type filter comes after), every
+    ranked row is read, not the best `CANDIDATES`: the type may leave out most."""
     matches = _Matches()
     terms = query_terms(query)
     if not terms:
         return matches
     params = scope.params(owner, as_of=at.as_of, known_at=at.known_at)
+    wanted = TYPED_CANDIDATES if typed else CANDIDATES
 
-    def best(kind: str, sql: str) -> list[tuple[float, sqlite3.Row]]:
-        return best_rows(tx, INDEXES[kind], terms, owner, sql, params, CANDIDATES)
+    def best(kind: str, sql: str, key: str | None = None) -> list[tuple[float, sqlite3.Row]]:
+        def enough(rows: list[tuple[float, sqlite3.Row]]) -> bool:
+            return key is None or len({row[key] for _, row in rows}) >= limit
+
+        return best_rows(tx, INDEXES[kind], terms, owner, sql, params, wanted, enough)
 
     scores = matches.scores
-    for score, row in best("entity", NAME_ROWS):
+    for score, row in best("entity", NAME_ROWS, "rowid"):
         matches.names[row["rowid"]] = score
         scores[row["rowid"]] = NAME_WEIGHT * score
     facts = matches.facts
-    for score, row in best("observation", FACT_ROWS[include_history]):
+    for score, row in best("observation", FACT_ROWS[include_history], "entity_id"):
         facts.setdefault(row["entity_id"], []).append((score, row["rowid"]))  # best first
     for entity_id, best_facts in facts.items():
         if len(best_facts) == 1:  # most entities have one matching fact
@@ -191,7 +209,8 @@ def find_entities(
     """Entities relevant to `query`, best first, with scores normalised to (0, 1] and
     what matched in each; the best `limit` of them (and any tied with the last), or all
     when `limit` is None."""
-    matches = _matches(tx, scope, owner, query, at, include_history)
+    typed = entity_type is not None
+    matches = _matches(tx, scope, owner, query, at, include_history, limit or 1, typed)
     scores = matches.scores
     if not scores:
         return []

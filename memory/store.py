@@ -29,6 +29,7 @@ from .schema import (
     INDEX_NEW,
     LATEST_VERSION,
     MIGRATIONS,
+    ROWIDS,
     TOKENS_FUNCTION,
     column_tokens,
     owner_range,
@@ -40,6 +41,7 @@ __all__ = ["Caps", "Store", "Tx", "json_list"]
 Params = Mapping[str, Any] | Sequence[Any]
 T = TypeVar("T")
 BUSY_TIMEOUT_MS = 10_000
+MIGRATION_WAIT_S = 900
 # Per (app, user) caps, against a client that floods memory; generous by default
 # (ten times the largest memory bench/scale.py measures).
 DEFAULT_MAX_FACTS = 10_000_000
@@ -53,10 +55,15 @@ SQLITE_BUSY, SQLITE_LOCKED, SQLITE_CORRUPT, SQLITE_NOTADB = 5, 6, 11, 26
 # Each transaction starts with one statement that reads the transaction time and
 # finds the (app, user) owner row.
 SELECT_OWNER = "(SELECT id FROM owner WHERE app = :app AND user = :user)"
-READ_CLOCK = f"SELECT max(last, :clock), {SELECT_OWNER} FROM tx_clock WHERE id = 1"
+# ... and the schema version: a file migrated by a newer chronomem while this process
+# had it open is refused, not written the old way.
+SCHEMA_VERSION = "(SELECT user_version FROM pragma_user_version)"
+READ_CLOCK = (
+    f"SELECT max(last, :clock), {SELECT_OWNER}, {SCHEMA_VERSION} FROM tx_clock WHERE id = 1"
+)
 ADVANCE_CLOCK = f"""
     UPDATE tx_clock SET last = max(last + 1, :clock) WHERE id = 1
-    RETURNING last, {SELECT_OWNER}
+    RETURNING last, {SELECT_OWNER}, {SCHEMA_VERSION}
 """
 
 
@@ -73,17 +80,14 @@ class Caps:
     max_turns: int = DEFAULT_MAX_TURNS
 
 
-LAST_ROWID = {  # the largest rowid of a kind in the range :first..:last
-    "entity": "SELECT max(id) FROM entity WHERE id BETWEEN :first AND :last",
-    "observation": "SELECT max(seq) FROM observation WHERE seq BETWEEN :first AND :last",
-    "relation": "SELECT max(seq) FROM relation WHERE seq BETWEEN :first AND :last",
-    "turn": "SELECT max(seq) FROM turn WHERE seq BETWEEN :first AND :last",
+# The largest rowid of a kind in the range :first..:last, and every rowid there.
+LAST_ROWID = {
+    kind: f"SELECT max({key}) FROM {kind} WHERE {key} BETWEEN :first AND :last"
+    for kind, key in ROWIDS.items()
 }
-ROWIDS_BETWEEN = {  # the rowids of a kind in :first..:last
-    "entity": "SELECT id FROM entity WHERE id BETWEEN :first AND :last",
-    "observation": "SELECT seq FROM observation WHERE seq BETWEEN :first AND :last",
-    "relation": "SELECT seq FROM relation WHERE seq BETWEEN :first AND :last",
-    "turn": "SELECT seq FROM turn WHERE seq BETWEEN :first AND :last",
+ROWIDS_BETWEEN = {
+    kind: f"SELECT {key} FROM {kind} WHERE {key} BETWEEN :first AND :last"
+    for kind, key in ROWIDS.items()
 }
 RAISE_CHANGED_AT = "UPDATE entity SET changed_at = max(changed_at, ?) WHERE id = ?"
 ADD_STORED = """
@@ -250,12 +254,13 @@ def _check_cap(kind: str, stored: int, added: int, cap: int) -> None:
         )
 
 
-def when_not_busy(step: Callable[..., T], *args: Any) -> T:
+def when_not_busy(step: Callable[..., T], *args: Any, within: float = BUSY_TIMEOUT_MS / 1000) -> T:
     """Run `step`, retrying with backoff while another connection holds a lock that
-    SQLite does not wait for by itself (switching to WAL, WAL recovery), up to the
-    busy timeout. Runs on the database thread, which has nothing else to do meanwhile."""
+    SQLite does not wait for by itself (switching to WAL, WAL recovery), for up to
+    `within` seconds (the busy timeout). Runs on the database thread, which has
+    nothing else to do meanwhile."""
     delay = 0.002
-    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    deadline = time.monotonic() + within
     while True:
         try:
             return step(*args)
@@ -383,10 +388,16 @@ class Store:
             # Transaction time: the clock, but never behind a time already handed out
             # by any process sharing the file. A write takes a strictly later time than
             # every earlier write, so `known_at` tells apart writes a microsecond apart.
-            now, owner = conn.execute(
+            now, owner, version = conn.execute(
                 ADVANCE_CLOCK if write else READ_CLOCK,
                 {"clock": self._clock(), "app": app, "user": user},
             ).fetchone()
+            if version > LATEST_VERSION:
+                raise DatabaseFileError(
+                    f"{self.path!r} was upgraded to schema version {version} by a newer "
+                    f"chronomem while this process used it (it understands {LATEST_VERSION});"
+                    " nothing was changed: restart it with the newer version"
+                )
             tx = Tx(conn, now, owner, self.caps)
             result = operation(tx)
             tx.finish()
@@ -403,7 +414,9 @@ def _prepare(conn: sqlite3.Connection, path: str) -> None:
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     when_not_busy(_check_file, conn, path)
     when_not_busy(_configure, conn)
-    when_not_busy(_migrate, conn)
+    # Another process may be migrating the file right now, which takes as long as an
+    # import of it (minutes for a large file): wait for it rather than fail.
+    when_not_busy(_migrate, conn, within=MIGRATION_WAIT_S)
 
 
 def _pragma(conn: sqlite3.Connection, name: str) -> Any:

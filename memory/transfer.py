@@ -360,8 +360,8 @@ OWN_KINDS = {"entity", *ROW_KINDS}
 def _write_rows(batch: Batch, steps: list[Step]) -> None:
     """Write steps of chronomem's own format with one statement a kind (`Tx.add_rows`,
     ~3 us a row less than one each). The entities they name are looked up at once and
-    the new ones numbered in step order, as SQLite numbers them when written one by
-    one; rowids too are in order within each kind. A new entity is written with the
+    the new ones numbered in step order, as `Tx.add` numbers them when written one
+    by one; rowids too are in order within each kind. A new entity is written with the
     changed_at its rows give it, so only the entities stored before are updated."""
     tx = batch.tx
     batch.look_up(step[i] for step in steps for i in NAMED_AT.get(step[1], ()))
@@ -387,7 +387,7 @@ def _write_rows(batch: Batch, steps: list[Step]) -> None:
     if new_entities:
         created = tx.add_rows("entity", INSERT_ENTITY_ROW, new_entities)
         if list(created) != list(range(first_new, first_new + len(new_entities))):
-            raise RuntimeError("entity ids are not the ones SQLite gave")
+            raise RuntimeError("entity ids are not the ones Tx.add_rows gave")
     skipped: list[tuple[int, str, str]] = []
     kept_rows = []
     for kind, (kind_steps, rows) in by_kind.items():

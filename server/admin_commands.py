@@ -16,7 +16,7 @@ from rich.tree import Tree
 from memory import MemoryScope
 
 from .cli import main, scope_options
-from .commands import emit, json_option, run, time_options
+from .commands import emit, json_option, run, run_on_file, time_options
 
 
 @main.command()
@@ -117,6 +117,19 @@ def export(out, **scope):  # type: ignore[no-untyped-def]
             handle.close()
     if out:
         click.echo(f"exported {len(records):,} records to {out}", err=True)
+
+
+@main.command()
+@scope_options
+def optimize(**scope):  # type: ignore[no-untyped-def]
+    """Merge the search indexes of the whole file (every user's) into one segment each.
+
+    Searches then cost what they cost in a freshly written file: worth running after a
+    bulk load, or now and then in a file many users share. Other processes go on
+    writing meanwhile; results do not change. Example: chronomem optimize
+    """
+    run_on_file(scope, lambda memory: memory.optimize())
+    click.echo("search indexes merged", err=True)
 
 
 @main.command("import")

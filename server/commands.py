@@ -41,10 +41,19 @@ def json_option(command: Callable[..., Any]) -> Callable[..., Any]:
 def run(scope: dict[str, Any], operation: Callable[[MemoryScope], Awaitable[R]]) -> R:
     """Open the database, run `operation` on the scope, map errors to exit codes."""
 
+    def on_scope(memory: GraphMemory) -> Awaitable[R]:
+        handle = memory.scope(app=scope["app"], user=scope["user"], project=scope["project"])
+        return operation(handle)
+
+    return run_on_file(scope, on_scope)
+
+
+def run_on_file(scope: dict[str, Any], operation: Callable[[GraphMemory], Awaitable[R]]) -> R:
+    """Open the database, run `operation` on the whole file, map errors to exit codes."""
+
     async def go() -> R:
         async with GraphMemory.open(resolve_db(scope["db"])) as memory:
-            handle = memory.scope(app=scope["app"], user=scope["user"], project=scope["project"])
-            return await operation(handle)
+            return await operation(memory)
 
     try:
         return anyio.run(go)

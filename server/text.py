@@ -68,6 +68,11 @@ def _names(names: Iterable[str]) -> str:
     return ", ".join(map(_name, names))
 
 
+def _ids(ids: Iterable[str]) -> str:
+    """Ids as data too: an imported id may hold any text, a line break included."""
+    return ", ".join(map(inline, ids))
+
+
 def _times(row: Observation | Relation) -> str:
     """Both time axes: `since A (recorded R)`, or `from A (recorded R) until B
     (invalidated I)`; `then` for the instant just named."""
@@ -93,12 +98,12 @@ def _reason(row: Observation | Relation) -> str:
 
 def _fact(o: Observation) -> str:
     slot = f" attribute [{inline_heading(o.attribute)}]" if o.attribute else ""
-    return f"- {o.id}{slot} {_times(o)}{_reason(o)}: {inline(o.text)}"
+    return f"- {inline(o.id)}{slot} {_times(o)}{_reason(o)}: {inline(o.text)}"
 
 
 def _relation(r: Relation) -> str:
     triple = f"{_name(r.source)} {inline(r.relation)} {_name(r.target)}"
-    return f"- {r.id} {_times(r)}{_reason(r)}: {triple}"
+    return f"- {inline(r.id)} {_times(r)}{_reason(r)}: {triple}"
 
 
 def _entity(e: Entity) -> list[str]:
@@ -176,7 +181,7 @@ def _recall(result: RecallResult) -> str:
     if not result.turns:
         return "No turn matches."
     return "\n".join(
-        f"- {t.id} (session [{inline_heading(t.session_id)}], at {_when(t.at)}, "
+        f"- {inline(t.id)} (session [{inline_heading(t.session_id)}], at {_when(t.at)}, "
         f"score {t.score:.2f}) [{inline_heading(t.role)}]: {inline(t.text)}"
         for t in result.turns
     )
@@ -212,18 +217,16 @@ def _relate(result: RelateResult) -> str:
 
 
 def _forget(result: ForgetResult) -> str:
-    lines = [f"Invalidated: {', '.join(result.invalidated) or 'none'}"]
+    lines = [f"Invalidated: {_ids(result.invalidated) or 'none'}"]
     if result.already_invalid:
-        lines.append(f"Already invalid: {', '.join(result.already_invalid)}")
+        lines.append(f"Already invalid: {_ids(result.already_invalid)}")
     if result.not_found:
         lines.append(f"Not found: {_names(result.not_found)}")
     return "\n".join(lines)
 
 
 def _record_turns(result: RecordTurnsResult) -> str:
-    return (
-        f"Stored {result.stored} turn{'' if result.stored == 1 else 's'}: {', '.join(result.ids)}"
-    )
+    return f"Stored {result.stored} turn{'' if result.stored == 1 else 's'}: {_ids(result.ids)}"
 
 
 _RENDERERS: dict[type[BaseModel], Callable[[Any], str]] = {

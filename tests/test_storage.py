@@ -501,3 +501,76 @@ async def test_search_statistics_follow_every_write_retype_import_and_purge(
         await v.purge("user")
         kept, counted = _stats_and_recount(db_path)
         assert kept == counted and {row[0] for row in kept} == {1}
+
+
+def _segments(path: Path) -> dict[str, int]:
+    with sqlite3.connect(path) as conn:
+        return {
+            fts: conn.execute(f"SELECT count(DISTINCT segid) FROM {fts}_idx").fetchone()[0]
+            for fts in ("entity_fts", "observation_fts", "relation_fts", "turn_fts")
+        }
+
+
+async def test_optimize_merges_every_index_into_one_segment(db_path: Path) -> None:
+    async with GraphMemory.open(db_path) as mem:
+        scopes = [mem.scope(app="a", user=f"u{i}") for i in range(3)]
+        for i in range(12):  # one segment per index and transaction
+            for scope in scopes:
+                await scope.remember(entity=f"E{i}", facts=[f"green tea number {i}"])
+                await scope.relate(source=f"E{i}", relation="likes", target="Tea")
+                await scope.record_turns(session_id="s", turns=[{"role": "user", "text": "tea"}])
+        before = [await s.search_nodes(query="green tea", limit=50) for s in scopes]
+        turns = [await s.recall(query="tea", limit=50) for s in scopes]
+        assert min(_segments(db_path).values()) > 1
+        await mem.optimize()
+        assert _segments(db_path) == dict.fromkeys(_segments(db_path), 1)
+        assert [await s.search_nodes(query="green tea", limit=50) for s in scopes] == before
+        assert [await s.recall(query="tea", limit=50) for s in scopes] == turns
+
+
+async def test_a_process_of_the_old_schema_cannot_write_into_another_users_range(
+    db_path: Path,
+) -> None:
+    """Found in review: a process that opened the file before it was migrated numbers
+    a row the old way (the largest rowid + 1: the last user's range)."""
+    async with GraphMemory.open(db_path) as mem:
+        await mem.scope(app="a", user="u").remember(entity="E", facts=["x"])
+        await mem.scope(app="a", user="v").remember(entity="F", facts=["y"])
+    with (
+        sqlite3.connect(db_path) as conn,
+        pytest.raises(sqlite3.IntegrityError, match="upgraded by a newer chronomem"),
+    ):
+        conn.execute(  # what schema 4's engine ran for u (owner 1)
+            "INSERT INTO observation (id, owner_id, project, entity_id, text, text_key,"
+            " valid_from, recorded_at) VALUES ('o_old', 1, '', ?, 'z', 'z', 0, 0)",
+            (1 << 32,),
+        )
+
+
+async def test_a_file_migrated_by_a_newer_version_meanwhile_is_refused(db_path: Path) -> None:
+    async with GraphMemory.open(db_path) as mem:
+        scope = mem.scope(app="a", user="u")
+        await scope.remember(entity="E", facts=["x"])
+        with sqlite3.connect(db_path) as conn:
+            conn.execute(f"PRAGMA user_version = {LATEST_VERSION + 1}")
+        with pytest.raises(DatabaseFileError, match="upgraded to schema version"):
+            await scope.remember(entity="E", facts=["y"])
+        with pytest.raises(DatabaseFileError, match="nothing was changed"):
+            await scope.search_nodes(query="x")
+
+
+async def test_migration_5_renumbers_rowids_past_the_first_range(db_path: Path) -> None:
+    """Found in review: an old rowid at or past 1 << 32 met a new one."""
+    _version_4_file(db_path)
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("PRAGMA foreign_keys = OFF")
+        conn.execute("UPDATE observation SET seq = seq + (1 << 32) WHERE seq = 3")
+        conn.execute("UPDATE turn SET seq = (2 << 32) WHERE seq = 1")
+        for fts in ("observation_fts", "turn_fts"):
+            conn.execute(f"INSERT INTO {fts} ({fts}) VALUES ('rebuild')")
+    async with GraphMemory.open(db_path) as mem:
+        found = await mem.scope(app="a", user="u").search_nodes(query="tea")
+        assert {h.entity.name for h in found.hits} == {"E1", "E3"}
+        assert [t.id for t in (await mem.scope(app="a", user="v").recall(query="tea")).turns] == [
+            "t_1"
+        ]

@@ -73,6 +73,9 @@ def test_every_operation_from_the_command_line(cli: Cli) -> None:
     stats = cli.json("stats")
     assert (stats["entities"], stats["observations_current"], stats["turns"]) == (2, 2, 2)
     assert stats["observations_closed"] == 2 and stats["sessions"] == 1
+    found = cli.json("search", "plan", "--history")
+    assert cli("optimize").stderr.strip() == "search indexes merged"
+    assert cli.json("search", "plan", "--history") == found and found["hits"]
 
 
 def test_human_output_is_plain_text_when_piped(cli: Cli) -> None:
