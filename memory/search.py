@@ -61,12 +61,12 @@ def query_terms(text: str) -> list[str]:
 
     Stop words are dropped unless nothing else is left ("who is it?" still searches).
     """
-    words: dict[str, str] = {}  # each word once, by its folded form: its first spelling
+    words: dict[str, str] = {}  # each word once (in lower case): its first spelling
     for word in _WORD.findall(text):
-        words.setdefault(word.casefold(), word)
+        words.setdefault(word.lower(), word)
     kept = [word for key, word in words.items() if key not in STOP_WORDS] or list(words.values())
-    # FTS5 folds the case of a quoted word itself; casefold() would also turn "ß" into
-    # "ss", which the index never does ("Hauptstraße" found nothing).
+    # FTS5 folds the case of a quoted word itself, as lower() does; casefold() would
+    # also turn "ß" into "ss", which the index never does ("Hauptstraße" found nothing).
     return [f'"{term}"' for term in kept[:MAX_TERMS]]
 
 
