@@ -89,7 +89,7 @@ TIME_FIELDS = ("valid_from", "valid_to", "recorded_at", "invalidated_at", "curre
 def _share_times(schema: dict[str, Any]) -> dict[str, Any]:
     """`schema` with the time fields written once, under `$defs`, when two or more
     objects of it carry them (observations and relations): the same constraints,
-    some 160 bytes fewer in each result that has both."""
+    in fewer bytes."""
     carriers = [node for node in _objects(schema) if set(TIME_FIELDS) <= node["properties"].keys()]
     if len(carriers) < 2:
         return schema
