@@ -3,8 +3,8 @@
 Every piece of stored text (names, types, facts, turns) goes through `inline`: line
 breaks and control characters become spaces, so stored text always continues a line
 that chronomem began and can never start a line of its own (no forged header or
-bullet); and angle brackets become look-alikes, so it cannot close the block that
-delimits it.
+bullet); angle brackets, and whatever may be read as one, become look-alikes, so it
+cannot close the block that delimits it; and bidirectional controls are dropped.
 """
 
 from __future__ import annotations
@@ -21,10 +21,23 @@ ELLIPSIS = "…"
 MIN_CUT = 20  # a fact cut shorter than this says too little to be worth showing
 
 
+# What a reader may take for an angle bracket, and so for the end of the block: the
+# ASCII ones, those NFKC folds into them (a test checks every code point), and the
+# brackets drawn alike. All become the look-alikes ‹ and ›.
+OPENING = "<\ufe64\uff1c\u2329\u3008\u27e8\u276c\u276e\u29fc\u1438\u02c2"
+CLOSING = ">\ufe65\uff1e\u232a\u3009\u27e9\u276d\u276f\u29fd\u1433\u02c3"
+# Bidirectional controls reorder what follows them on screen ("</memory>" can be
+# stored so it displays as something else, or the reverse): dropped.
+BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+_INERT = str.maketrans(
+    {**dict.fromkeys(OPENING, "‹"), **dict.fromkeys(CLOSING, "›"), **dict.fromkeys(BIDI_CONTROLS)}
+)
+
+
 def inline(text: str) -> str:
     """`text` as one line of inert data."""
     cleaned = "".join(" " if unicodedata.category(ch) in ("Cc", "Zl", "Zp") else ch for ch in text)
-    return " ".join(cleaned.split()).replace("<", "‹").replace(">", "›")
+    return " ".join(cleaned.split()).translate(_INERT)
 
 
 def inline_heading(text: str) -> str:
