@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from .overlay import SEEN
 from .schema import COUNT_STORED, FTS_INDEXES, RECOUNT_FTS_STATS
 from .store import Tx
 
@@ -27,18 +28,19 @@ class Stats(BaseModel):
     database_bytes: int
 
 
-STATS = """
+# Facts and relations as the project sees them (`overlay`), or as stored over all.
+STATS = f"""
     SELECT
       (SELECT count(*) FROM entity WHERE owner_id = :owner
          AND (:project IS NULL OR project IN ('', :project))),
-      (SELECT count(*) FROM observation WHERE owner_id = :owner AND valid_to IS NULL
-         AND (:project IS NULL OR project IN ('', :project))),
-      (SELECT count(*) FROM observation WHERE owner_id = :owner AND valid_to IS NOT NULL
-         AND (:project IS NULL OR project IN ('', :project))),
-      (SELECT count(*) FROM relation WHERE owner_id = :owner AND valid_to IS NULL
-         AND (:project IS NULL OR project IN ('', :project))),
-      (SELECT count(*) FROM relation WHERE owner_id = :owner AND valid_to IS NOT NULL
-         AND (:project IS NULL OR project IN ('', :project))),
+      (SELECT count(*) FROM {SEEN["observation"]} o WHERE o.owner_id = :owner
+         AND o.valid_to IS NULL AND (:project IS NULL OR o.project IN ('', :project))),
+      (SELECT count(*) FROM {SEEN["observation"]} o WHERE o.owner_id = :owner
+         AND o.valid_to IS NOT NULL AND (:project IS NULL OR o.project IN ('', :project))),
+      (SELECT count(*) FROM {SEEN["relation"]} r WHERE r.owner_id = :owner
+         AND r.valid_to IS NULL AND (:project IS NULL OR r.project IN ('', :project))),
+      (SELECT count(*) FROM {SEEN["relation"]} r WHERE r.owner_id = :owner
+         AND r.valid_to IS NOT NULL AND (:project IS NULL OR r.project IN ('', :project))),
       (SELECT count(*) FROM turn WHERE owner_id = :owner
          AND (:project IS NULL OR project IN ('', :project))),
       (SELECT count(DISTINCT session_id) FROM turn WHERE owner_id = :owner
@@ -49,7 +51,7 @@ STATS = """
 
 def stats(tx: Tx, project: str | None) -> Stats:
     """Counts for the (app, user) of `tx` (seen from `project`, or over all of it)."""
-    row = tx.one(STATS, {"owner": tx.owner, "project": project})
+    row = tx.one(STATS, {"owner": tx.owner, "project": project, "p": project or ""})
     assert row is not None
     names = list(Stats.model_fields)
     return Stats(**dict(zip(names, (value or 0 for value in row), strict=True)))
@@ -60,10 +62,13 @@ class PurgeResult(BaseModel):
     observations: int
     relations: int
     turns: int
+    closings: int  # a project's own closings of global facts and relations
 
 
 PURGE = {
     "user": [
+        ("closings", "DELETE FROM observation_closing WHERE owner_id = :owner"),
+        ("closings", "DELETE FROM relation_closing WHERE owner_id = :owner"),
         ("turns", "DELETE FROM turn WHERE owner_id = :owner"),
         ("relations", "DELETE FROM relation WHERE owner_id = :owner"),
         ("observations", "DELETE FROM observation WHERE owner_id = :owner"),
@@ -72,6 +77,12 @@ PURGE = {
         ("", "DELETE FROM owner WHERE id = :owner"),
     ],
     "project": [
+        ("closings", """
+            DELETE FROM observation_closing WHERE owner_id = :owner AND project = :project
+        """),
+        ("closings", """
+            DELETE FROM relation_closing WHERE owner_id = :owner AND project = :project
+        """),
         ("turns", "DELETE FROM turn WHERE owner_id = :owner AND project = :project"),
         ("relations", "DELETE FROM relation WHERE owner_id = :owner AND project = :project"),
         ("observations", "DELETE FROM observation WHERE owner_id = :owner AND project = :project"),

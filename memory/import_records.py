@@ -30,7 +30,7 @@ from .validation import (
 
 __all__ = ["KINDS", "decode", "plain_step", "record_steps"]
 
-KINDS = ("entity", "observation", "relation", "turn")
+KINDS = ("entity", "observation", "relation", "closing", "turn")
 
 
 def decode(line: str) -> Any:
@@ -205,6 +205,8 @@ def _own_record(record: dict[str, Any]) -> tuple[Any, ...]:
         return ("entity", *_entity_values(record), project)
     if kind == "turn":
         return ("turn", *_turn_values(record), project)
+    if kind == "closing":
+        return ("closing", _identifier(record), *_closing_values(record, project))
     times = _history_times(record)
     identifier = _identifier(record)
     if kind == "observation":
@@ -260,6 +262,16 @@ def _history_times(record: dict[str, Any]) -> tuple[int, int | None, int, int | 
     if valid_to is not None and valid_to < valid_from:
         raise ValueError("valid_to is before valid_from")
     return valid_from, valid_to, recorded_at, invalidated_at
+
+
+def _closing_values(record: dict[str, Any], project: str | None) -> tuple[Any, ...]:
+    """A project's own closing of a global fact or relation: project, valid_to,
+    invalidated_at, reason."""
+    if project is None:
+        raise ValueError("field 'project' is missing: a closing is a project's own")
+    valid_to = parse_time(_field(record, "valid_to"), "valid_to")
+    invalidated_at = parse_time(_field(record, "invalidated_at"), "invalidated_at")
+    return project, valid_to, invalidated_at, _reason(record)
 
 
 def _observation_values(record: dict[str, Any]) -> tuple[Any, ...]:

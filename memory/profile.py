@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 from .models import ProfileCard, ProfileCardArgs, SearchNodesArgs
+from .overlay import SEEN
 from .queries import ENTITY_VISIBLE, ScopeKey, find_owner
 from .render import CardEntity, inline, inline_heading, render_card
 from .search import find_entities, search_nodes
@@ -29,14 +30,14 @@ RECENT_ENTITIES = f"""
 
 # The card needs only texts and names: these read them without building full models.
 CARD_FACTS = f"""
-    SELECT o.entity_id, o.seq, o.text FROM observation o
+    SELECT o.entity_id, o.seq, o.text FROM {SEEN["observation"]} o
     WHERE o.entity_id IN (SELECT value FROM json_each(:entities))
       AND o.project IN (:g, :p) AND {visible_rows_sql("o", False)}
     ORDER BY o.valid_from DESC, o.recorded_at DESC, o.seq DESC
 """
 CARD_RELATIONS = f"""
     SELECT r.source_id, r.relation, t.name AS target_name
-    FROM relation r JOIN entity t ON t.id = r.target_id
+    FROM {SEEN["relation"]} r JOIN entity t ON t.id = r.target_id
     WHERE r.source_id IN (SELECT value FROM json_each(:entities))
       AND r.project IN (:g, :p) AND {visible_rows_sql("r", False)}
     ORDER BY r.valid_from DESC, r.recorded_at DESC, r.seq DESC

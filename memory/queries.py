@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .models import Observation, Relation
+from .overlay import GLOBAL, SEEN
 from .store import Tx, json_list
 from .temporal import Moment, observation_view, relation_view, visible_rows_sql
-
-GLOBAL = ""
 
 
 @dataclass(frozen=True)
@@ -86,16 +85,16 @@ def visible_entity(
 
 def _observations_sql(include_history: bool) -> str:
     return f"""
-        SELECT o.* FROM observation o
+        SELECT o.* FROM {SEEN["observation"]} o
         WHERE o.entity_id IN (SELECT value FROM json_each(:entities))
           AND o.project IN (:g, :p) AND {visible_rows_sql("o", include_history)}
         ORDER BY o.valid_from, o.recorded_at, o.seq
     """
 
 
-RELATION_COLUMNS = """
+RELATION_COLUMNS = f"""
     r.*, s.name AS source_name, t.name AS target_name
-    FROM relation r
+    FROM {SEEN["relation"]} r
     JOIN entity s ON s.id = r.source_id
     JOIN entity t ON t.id = r.target_id
 """
@@ -152,8 +151,8 @@ def relations_of(
     return [relation_view(row, at, model) for row in rows]
 
 
-SELECT_OBSERVATION_BY_ID = """
-    SELECT o.* FROM observation o
+SELECT_OBSERVATION_BY_ID = f"""
+    SELECT o.* FROM {SEEN["observation"]} o
     WHERE o.id = :id AND o.owner_id = :owner AND o.project IN (:g, :p)
 """
 SELECT_RELATION_BY_ID = f"""

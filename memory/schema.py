@@ -434,4 +434,78 @@ RETYPE_FTS_STATS = f"""
     WHERE owner_id = :owner AND kind = 'entity'
 """
 
+# Projects are overlays (`overlay`): a closing made inside a project of a global fact
+# or relation is the project's own, kept here, never on the global row.
+_CLOSING_TABLES = [
+    f"""
+    CREATE TABLE {table}_closing (
+        seq INTEGER NOT NULL REFERENCES {table} (seq),
+        project TEXT NOT NULL CHECK (project <> ''),
+        owner_id INTEGER NOT NULL REFERENCES owner (id),
+        valid_to INTEGER NOT NULL,
+        invalidated_at INTEGER NOT NULL,
+        reason TEXT,
+        PRIMARY KEY (seq, project)
+    ) WITHOUT ROWID
+    """
+    for table in ("observation", "relation")
+] + [
+    f"CREATE INDEX {table}_closing_scope ON {table}_closing (owner_id, project)"
+    for table in ("observation", "relation")
+]
+# Files written before schema 6 closed global rows from inside a project on the row
+# itself. Where the closing says who made it (a supersession names the rows that
+# replaced it, "superseded by o_1, o_2"), and those are a project's, the closing moves
+# to that project and the row is open again everywhere else. A `forget` made inside a
+# project left no trace of where it was made, and stays global.
+_SUPERSEDED_BY = "superseded by "
+_FIRST_ID = f"""
+    CASE WHEN instr(substr(o.reason, {len(_SUPERSEDED_BY) + 1}), ',') > 0
+         THEN substr(o.reason, {len(_SUPERSEDED_BY) + 1},
+                     instr(substr(o.reason, {len(_SUPERSEDED_BY) + 1}), ',') - 1)
+         ELSE substr(o.reason, {len(_SUPERSEDED_BY) + 1}) END
+"""
+
+
+def _move_project_closings(table: str) -> list[str]:
+    return [
+        f"""
+        INSERT INTO {table}_closing (seq, project, owner_id, valid_to, invalidated_at, reason)
+        SELECT o.seq, n.project, o.owner_id, o.valid_to, o.invalidated_at, o.reason
+        FROM {table} o JOIN {table} n ON n.id = {_FIRST_ID} AND n.owner_id = o.owner_id
+        WHERE o.project = '' AND o.reason LIKE '{_SUPERSEDED_BY}%' AND n.project <> ''
+        """,
+        f"""
+        UPDATE {table} SET valid_to = NULL, invalidated_at = NULL, reason = NULL
+        WHERE seq IN (SELECT seq FROM {table}_closing)
+        """,
+    ]
+
+
+# The closing triggers raise the entity's changed_at; reopening a row (above) must
+# not set it to NULL.
+_CLOSED_TRIGGERS = {
+    "observation": """
+    CREATE TRIGGER observation_closed AFTER UPDATE OF invalidated_at ON observation
+    WHEN new.invalidated_at IS NOT NULL BEGIN
+        UPDATE entity SET changed_at = max(changed_at, new.invalidated_at)
+        WHERE id = new.entity_id;
+    END
+    """,
+    "relation": """
+    CREATE TRIGGER relation_closed AFTER UPDATE OF invalidated_at ON relation
+    WHEN new.invalidated_at IS NOT NULL BEGIN
+        UPDATE entity SET changed_at = max(changed_at, new.invalidated_at)
+        WHERE id IN (new.source_id, new.target_id);
+    END
+    """,
+}
+MIGRATIONS[6] = [
+    *_CLOSING_TABLES,
+    *(f"DROP TRIGGER {table}_closed" for table in _CLOSED_TRIGGERS),
+    *_CLOSED_TRIGGERS.values(),
+    *_move_project_closings("observation"),
+    *_move_project_closings("relation"),
+]
+
 LATEST_VERSION = max(MIGRATIONS)

@@ -31,6 +31,7 @@ from .models import (
     SearchNodesResult,
 )
 from .names import match_key
+from .overlay import SEEN
 from .queries import ENTITY_VISIBLE, RELATION_COLUMNS, ScopeKey, find_owner
 from .ranking import INDEXES, best_rows
 from .store import Tx, json_list
@@ -94,7 +95,7 @@ NAME_ROWS = f"""
 def _fact_rows(include_history: bool) -> str:
     return f"""
         SELECT o.seq AS rowid, o.entity_id
-        FROM json_each(:rowids) AS j CROSS JOIN observation o ON o.seq = j.value
+        FROM json_each(:rowids) AS j CROSS JOIN {SEEN["observation"]} o ON o.seq = j.value
         WHERE o.owner_id = :owner AND o.project IN (:g, :p)
           AND {visible_rows_sql("o", include_history)}
     """
@@ -103,7 +104,7 @@ def _fact_rows(include_history: bool) -> str:
 def _relation_rows(include_history: bool) -> str:
     return f"""
         SELECT r.seq AS rowid, r.source_id, r.target_id
-        FROM json_each(:rowids) AS j CROSS JOIN relation r ON r.seq = j.value
+        FROM json_each(:rowids) AS j CROSS JOIN {SEEN["relation"]} r ON r.seq = j.value
         WHERE r.owner_id = :owner AND r.project IN (:g, :p)
           AND {visible_rows_sql("r", include_history)}
     """
@@ -236,7 +237,7 @@ def find_entities(
 def _counts_sql(include_history: bool) -> tuple[str, str]:
     """How many facts, and how many relations, touch each entity of `:entities`."""
     facts = f"""
-        SELECT o.entity_id, count(*) AS n FROM observation o
+        SELECT o.entity_id, count(*) AS n FROM {SEEN["observation"]} o
         WHERE o.entity_id IN (SELECT value FROM json_each(:entities))
           AND o.project IN (:g, :p) AND {visible_rows_sql("o", include_history)}
         GROUP BY o.entity_id
@@ -244,10 +245,10 @@ def _counts_sql(include_history: bool) -> tuple[str, str]:
     touching = f"r.project IN (:g, :p) AND {visible_rows_sql('r', include_history)}"
     relations = f"""
         SELECT entity_id, count(*) AS n FROM (
-            SELECT r.seq, r.source_id AS entity_id FROM relation r
+            SELECT r.seq, r.source_id AS entity_id FROM {SEEN["relation"]} r
             WHERE r.source_id IN (SELECT value FROM json_each(:entities)) AND {touching}
             UNION
-            SELECT r.seq, r.target_id FROM relation r
+            SELECT r.seq, r.target_id FROM {SEEN["relation"]} r
             WHERE r.target_id IN (SELECT value FROM json_each(:entities)) AND {touching}
         ) GROUP BY entity_id
     """
@@ -257,7 +258,7 @@ def _counts_sql(include_history: bool) -> tuple[str, str]:
 COUNTS = {history: _counts_sql(history) for history in (False, True)}
 # The newest current facts, and relations, of the entity `:e{i}` (one part of `_newest`).
 NEWEST_FACTS = f"""
-    SELECT {{i}} AS part, o.* FROM observation o
+    SELECT {{i}} AS part, o.* FROM {SEEN["observation"]} o
     WHERE o.entity_id = :e{{i}} AND o.project IN (:g, :p) AND {visible_rows_sql("o", False)}
     ORDER BY o.valid_from DESC, o.recorded_at DESC, o.seq DESC LIMIT :n
 """
@@ -287,7 +288,9 @@ def _newest(
     return found
 
 
-FACTS_BY_SEQ = "SELECT * FROM observation WHERE seq IN (SELECT value FROM json_each(:seqs))"
+FACTS_BY_SEQ = f"""
+    SELECT o.* FROM {SEEN["observation"]} o WHERE o.seq IN (SELECT value FROM json_each(:seqs))
+"""
 RELATIONS_BY_SEQ = f"SELECT {RELATION_COLUMNS} WHERE r.seq IN (SELECT value FROM json_each(:seqs))"
 
 
@@ -295,11 +298,11 @@ def _linked_sql(include_history: bool) -> str:
     """Relations between a hit (`:hits`) and an entity whose name matched (`:named`)."""
     visible = f"r.project IN (:g, :p) AND {visible_rows_sql('r', include_history)}"
     return f"""
-        SELECT r.seq, r.source_id, r.target_id FROM relation r
+        SELECT r.seq, r.source_id, r.target_id FROM {SEEN["relation"]} r
         WHERE r.source_id IN (SELECT value FROM json_each(:hits))
           AND r.target_id IN (SELECT value FROM json_each(:named)) AND {visible}
         UNION
-        SELECT r.seq, r.source_id, r.target_id FROM relation r
+        SELECT r.seq, r.source_id, r.target_id FROM {SEEN["relation"]} r
         WHERE r.target_id IN (SELECT value FROM json_each(:hits))
           AND r.source_id IN (SELECT value FROM json_each(:named)) AND {visible}
     """
@@ -354,9 +357,12 @@ def search_nodes(tx: Tx, scope: ScopeKey, args: SearchNodesArgs) -> SearchNodesR
     )
     shown_facts = [seq for item in items for _, seq in item.facts[:per_hit]]
     shown_relations = [seq for item in items for _, seq in item.relations[:per_hit]]
-    facts = {row["seq"]: row for row in tx.all(FACTS_BY_SEQ, {"seqs": json_list(shown_facts)})}
+    facts = {
+        row["seq"]: row for row in tx.all(FACTS_BY_SEQ, {**params, "seqs": json_list(shown_facts)})
+    }
     relations = {
-        row["seq"]: row for row in tx.all(RELATIONS_BY_SEQ, {"seqs": json_list(shown_relations)})
+        row["seq"]: row
+        for row in tx.all(RELATIONS_BY_SEQ, {**params, "seqs": json_list(shown_relations)})
     }
     # Found by its name, type or a relation only: what is newest about it.
     unmatched = [item.id for item in items if not item.facts]

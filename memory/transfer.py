@@ -22,6 +22,7 @@ from .errors import InvalidInputError
 from .import_check import Step
 from .models import RelateArgs, RememberArgs
 from .names import match_key
+from .overlay import CLOSINGS
 from .queries import GLOBAL, ScopeKey, ensure_owner
 from .store import Tx, json_list
 from .timestamps import format_time
@@ -30,7 +31,7 @@ from .writes import GENERAL, relate, remember, retype
 
 __all__ = ["ImportResult", "export_lines", "export_records", "write_batch"]
 
-COUNTED = ("entities", "observations", "relations", "turns", "skipped")
+COUNTED = ("entities", "observations", "relations", "closings", "turns", "skipped")
 INDEXED_KINDS = {  # kind of row -> its count in an ImportResult
     "entity": "entities",
     "observation": "observations",
@@ -44,6 +45,7 @@ class ImportResult(BaseModel):
     entities: int
     observations: int
     relations: int
+    closings: int  # projects' own closings of global facts and relations
     turns: int
     skipped: int  # rows whose id was already in this memory (a repeated import)
 
@@ -65,6 +67,15 @@ EXPORT_RELATIONS = """
     FROM relation r JOIN entity s ON s.id = r.source_id JOIN entity t ON t.id = r.target_id
     WHERE r.owner_id = :owner AND (:project IS NULL OR r.project = :project) ORDER BY r.seq
 """
+# A project's closings of global rows (`overlay`), after the rows they close.
+EXPORT_CLOSINGS = {
+    table: f"""
+        SELECT c.*, t.id FROM {closings} c JOIN {table} t ON t.seq = c.seq
+        WHERE c.owner_id = :owner AND (:project IS NULL OR c.project = :project)
+        ORDER BY c.seq, c.project
+    """
+    for table, closings in CLOSINGS.items()
+}
 EXPORT_TURNS = """
     SELECT * FROM turn WHERE owner_id = :owner AND (:project IS NULL OR project = :project)
     ORDER BY seq
@@ -119,6 +130,18 @@ def export_records(tx: Tx, project: str | None) -> list[dict[str, Any]]:
                 **_history_fields(row),
             }
         )
+    for statement in EXPORT_CLOSINGS.values():
+        for row in tx.all(statement, params):
+            records.append(
+                {
+                    "type": "closing",
+                    "id": row["id"],
+                    "project": row["project"],
+                    "valid_to": _time(row["valid_to"]),
+                    "invalidated_at": _time(row["invalidated_at"]),
+                    "reason": row["reason"],
+                }
+            )
     for row in tx.all(EXPORT_TURNS, params):
         records.append(
             {
@@ -482,7 +505,46 @@ def _relate(batch: Batch, source: str, relation: str, target: str) -> None:
     batch.count("skipped" if relate(batch.tx, batch.scope, args).existing else "relations")
 
 
+FIND_GLOBAL_ROW = {
+    table: f"SELECT seq, valid_from FROM {table} WHERE id = ? AND owner_id = ? AND project = ''"
+    for table in CLOSINGS
+}
+INSERT_CLOSING_ROW = {
+    table: f"""
+        INSERT INTO {closings} (seq, project, owner_id, valid_to, invalidated_at, reason)
+        VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (seq, project) DO NOTHING
+    """
+    for table, closings in CLOSINGS.items()
+}
+
+
+def _write_closing(
+    batch: Batch,
+    identifier: str,
+    project: str,
+    valid_to: int,
+    invalidated_at: int,
+    reason: str | None,
+) -> None:
+    """A project's own closing of a global fact or relation of this memory."""
+    tx = batch.tx
+    for table, statement in FIND_GLOBAL_ROW.items():  # noqa: B007 (used after the loop)
+        row = tx.one(statement, (identifier, tx.owner))
+        if row is not None:
+            break
+    else:
+        raise InvalidInputError(
+            f"id: no global fact or relation {identifier!r} in this memory for this closing"
+        )
+    if valid_to < row["valid_from"]:
+        raise InvalidInputError(f"valid_to: before {identifier!r} began")
+    values = (row["seq"], project, tx.owner, valid_to, invalidated_at, reason)
+    batch.count("closings" if tx.run(INSERT_CLOSING_ROW[table], values) else "skipped")
+    batch.latest = max(batch.latest, invalidated_at)
+
+
 WRITERS: dict[str, Callable[..., None]] = {  # the reference format's steps, one at a time
+    "closing": _write_closing,
     "reference_entity": _write_reference_entity,
     "remember": _remember,
     "relate": _relate,

@@ -24,6 +24,7 @@ from .models import (
     RememberResult,
 )
 from .names import display_name, match_key, relation_type
+from .overlay import CLOSE_ROW, INSERT_CLOSING, SEEN, closing_rows
 from .queries import (
     RELATION_COLUMNS,
     SELECT_OBSERVATION_BY_ID,
@@ -107,15 +108,6 @@ def retype(tx: Tx, entity_id: int, entity_type: str) -> None:
 
 # ---------------------------------------------------------------- closing rows
 
-CLOSE_OBSERVATION = """
-    UPDATE observation SET valid_to = :valid_to, invalidated_at = :now, reason = :reason
-    WHERE seq = :seq AND valid_to IS NULL
-"""
-CLOSE_RELATION = """
-    UPDATE relation SET valid_to = :valid_to, invalidated_at = :now, reason = :reason
-    WHERE seq = :seq AND valid_to IS NULL
-"""
-
 
 def _check_closable(row: sqlite3.Row, valid_to: int, field: str) -> None:
     if valid_to < row["valid_from"]:
@@ -126,16 +118,21 @@ def _check_closable(row: sqlite3.Row, valid_to: int, field: str) -> None:
 
 
 def _close(
-    tx: Tx, table: str, rows: Iterable[sqlite3.Row], valid_to: int, reason: str | None
+    tx: Tx,
+    scope: ScopeKey,
+    table: str,
+    rows: Iterable[sqlite3.Row],
+    valid_to: int,
+    reason: str | None,
 ) -> None:
-    statement = CLOSE_OBSERVATION if table == "observation" else CLOSE_RELATION
-    tx.run_many(
-        statement,
-        [
-            {"valid_to": valid_to, "now": tx.now, "reason": reason, "seq": row["seq"]}
-            for row in rows
-        ],
-    )
+    """Close `rows` (open as `scope` sees them) at `valid_to`: inside a project, a
+    global row is closed for that project only (`overlay`)."""
+    assert tx.owner is not None
+    on_row, overlaid = closing_rows(rows, scope.project, tx.owner, valid_to, tx.now, reason)
+    if on_row:
+        tx.run_many(CLOSE_ROW[table], on_row)
+    if overlaid:
+        tx.run_many(INSERT_CLOSING[table], overlaid)
 
 
 def _resolve_replaces(
@@ -184,15 +181,15 @@ def _superseded_reason(new_ids: Sequence[str]) -> str:
 
 # In the order they were written: of two open copies of a text (one global, one in
 # the project), the later one is the duplicate a call reports.
-SELECT_OPEN_FACTS = """
-    SELECT * FROM observation
-    WHERE entity_id = :entity AND valid_to IS NULL AND project IN (:g, :p)
-    ORDER BY seq
+SELECT_OPEN_FACTS = f"""
+    SELECT o.* FROM {SEEN["observation"]} o
+    WHERE o.entity_id = :entity AND o.valid_to IS NULL AND o.project IN (:g, :p)
+    ORDER BY o.seq
 """
-SELECT_SLOT = """
-    SELECT * FROM observation
-    WHERE entity_id = :entity AND attribute_key = :attribute AND project IN (:g, :p)
-    ORDER BY seq
+SELECT_SLOT = f"""
+    SELECT o.* FROM {SEEN["observation"]} o
+    WHERE o.entity_id = :entity AND o.attribute_key = :attribute AND o.project IN (:g, :p)
+    ORDER BY o.seq
 """
 INSERT_OBSERVATION = """
     INSERT INTO observation (seq, id, owner_id, project, entity_id, text, text_key, attribute,
@@ -200,8 +197,9 @@ INSERT_OBSERVATION = """
     VALUES (:rowid, :id, :owner, :project, :entity, :text, :key, :attribute, :attribute_key,
             :valid_from, :valid_to, :now, :invalidated_at)
 """
-SELECT_OBSERVATIONS_BY_SEQ = """
-    SELECT * FROM observation WHERE seq IN (SELECT value FROM json_each(:seqs)) ORDER BY seq
+SELECT_OBSERVATIONS_BY_SEQ = f"""
+    SELECT o.* FROM {SEEN["observation"]} o
+    WHERE o.seq IN (SELECT value FROM json_each(:seqs)) ORDER BY o.seq
 """
 
 
@@ -249,7 +247,12 @@ def remember(tx: Tx, scope: ScopeKey, args: RememberArgs) -> RememberResult:
 
     new_ids = {key: new_id("o") for key in new_texts}
     _close(
-        tx, "observation", closing.values(), valid_from, _superseded_reason(list(new_ids.values()))
+        tx,
+        scope,
+        "observation",
+        closing.values(),
+        valid_from,
+        _superseded_reason(list(new_ids.values())),
     )
     tx.add_many(
         "observation",
@@ -282,7 +285,11 @@ def remember(tx: Tx, scope: ScopeKey, args: RememberArgs) -> RememberResult:
             {"ids": json_list(new_ids.values())},
         )
     }
-    superseded = tx.all(SELECT_OBSERVATIONS_BY_SEQ, {"seqs": json_list(closing)}) if closing else []
+    superseded = (
+        tx.all(SELECT_OBSERVATIONS_BY_SEQ, scope.params(owner, seqs=json_list(closing)))
+        if closing
+        else []
+    )
     return RememberResult(
         entity=entity.ref(),
         added=[added[key] for key in new_texts],
@@ -355,7 +362,7 @@ def relate(tx: Tx, scope: ScopeKey, args: RelateArgs) -> RelateResult:
                     closing[row["seq"]] = row
 
     relation_id = existing["id"] if existing is not None else new_id("r")
-    _close(tx, "relation", closing.values(), valid_from, _superseded_reason([relation_id]))
+    _close(tx, scope, "relation", closing.values(), valid_from, _superseded_reason([relation_id]))
     if existing is None:
         tx.add(
             "relation",
@@ -372,9 +379,13 @@ def relate(tx: Tx, scope: ScopeKey, args: RelateArgs) -> RelateResult:
         )
 
     at = Moment(tx.now, tx.now)
-    row = tx.one(f"SELECT {RELATION_COLUMNS} WHERE r.id = :id", {"id": relation_id})
+    row = tx.one(f"SELECT {RELATION_COLUMNS} WHERE r.id = :id", scope.params(owner, id=relation_id))
     assert row is not None
-    superseded = tx.all(SELECT_RELATIONS_BY_SEQ, {"seqs": json_list(closing)}) if closing else []
+    superseded = (
+        tx.all(SELECT_RELATIONS_BY_SEQ, scope.params(owner, seqs=json_list(closing)))
+        if closing
+        else []
+    )
     return RelateResult(
         relation=relation_view(row, at),
         existing=existing is not None,
@@ -385,16 +396,16 @@ def relate(tx: Tx, scope: ScopeKey, args: RelateArgs) -> RelateResult:
 
 # ---------------------------------------------------------------- forget
 
-SELECT_OPEN_FACTS_OF_ENTITIES = """
-    SELECT * FROM observation
-    WHERE entity_id IN (SELECT value FROM json_each(:entities))
-      AND valid_to IS NULL AND project IN (:g, :p)
+SELECT_OPEN_FACTS_OF_ENTITIES = f"""
+    SELECT o.* FROM {SEEN["observation"]} o
+    WHERE o.entity_id IN (SELECT value FROM json_each(:entities))
+      AND o.valid_to IS NULL AND o.project IN (:g, :p)
 """
-SELECT_OPEN_RELATIONS_OF_ENTITIES = """
-    SELECT * FROM relation
-    WHERE (source_id IN (SELECT value FROM json_each(:entities))
-           OR target_id IN (SELECT value FROM json_each(:entities)))
-      AND valid_to IS NULL AND project IN (:g, :p)
+SELECT_OPEN_RELATIONS_OF_ENTITIES = f"""
+    SELECT r.* FROM {SEEN["relation"]} r
+    WHERE (r.source_id IN (SELECT value FROM json_each(:entities))
+           OR r.target_id IN (SELECT value FROM json_each(:entities)))
+      AND r.valid_to IS NULL AND r.project IN (:g, :p)
 """
 
 
@@ -445,8 +456,8 @@ def forget(tx: Tx, scope: ScopeKey, args: ForgetArgs) -> ForgetResult:
 
     for row in (*facts.values(), *relations.values()):
         _check_closable(row, valid_to, "valid_to")
-    _close(tx, "observation", facts.values(), valid_to, args.reason)
-    _close(tx, "relation", relations.values(), valid_to, args.reason)
+    _close(tx, scope, "observation", facts.values(), valid_to, args.reason)
+    _close(tx, scope, "relation", relations.values(), valid_to, args.reason)
     result.invalidated.extend(row["id"] for row in (*facts.values(), *relations.values()))
     return result
 

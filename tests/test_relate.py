@@ -164,11 +164,7 @@ async def test_a_triple_open_globally_and_in_the_project_is_existing_unless_repl
     """Found by the temporal model test: with the same triple open twice in view (once
     global, once in the project), replacing one copy finds the other as existing."""
     world, project = mem.scope(app="a", user="u"), mem.scope(app="a", user="u", project="p")
-    first = (await world.relate(source="A", relation="works at", target="B")).relation
-    in_project = await project.relate(
-        source="A", relation="works at", target="B", replaces=[first.id]
-    )
-    assert not in_project.existing  # it replaced the only copy: recorded anew, in p
+    in_project = await project.relate(source="A", relation="works at", target="B")
     again = (await world.relate(source="A", relation="works at", target="B")).relation
     assert again.id != in_project.relation.id  # p's copy is not visible globally
     result = await project.relate(
@@ -176,6 +172,19 @@ async def test_a_triple_open_globally_and_in_the_project_is_existing_unless_repl
     )
     assert result.existing and result.relation.id == again.id
     assert [r.id for r in result.superseded] == [in_project.relation.id]
+
+
+async def test_a_project_replacing_a_global_relation_closes_it_for_itself_only(
+    mem: GraphMemory,
+) -> None:
+    world, project = mem.scope(app="a", user="u"), mem.scope(app="a", user="u", project="p")
+    first = (await world.relate(source="A", relation="works at", target="B")).relation
+    in_project = await project.relate(
+        source="A", relation="works at", target="B", replaces=[first.id]
+    )
+    assert not in_project.existing  # it replaced the only copy in p: recorded anew, in p
+    again = await world.relate(source="A", relation="works at", target="B")
+    assert again.existing and again.relation.id == first.id  # still open globally
 
 
 async def test_an_entity_created_and_typed_twice_in_one_call_is_searchable(

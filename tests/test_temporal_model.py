@@ -7,7 +7,7 @@ of DESIGN §2 written here from the design's words. After every step, random rea
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -33,7 +33,7 @@ NAMES = ["Alice", "alice", " ALICE ", "Bob", "bob", "Carol"]
 TEXTS = ["likes tea", "Likes  Tea", "basic plan", "pro plan", "lives in Rome"]
 ATTRIBUTES = [None, None, "plan", "Plan"]
 RELATIONS = {"knows": "knows", "works at": "works_at", "works_at": "works_at"}
-PROJECTS = [None, "p"]
+PROJECTS = [None, "p", "q"]
 TYPES = [None, None, "person", "pet"]
 
 
@@ -67,6 +67,15 @@ class Row:
     valid_to: int | None = None
     invalidated_at: int | None = None
     reason: str | None = None
+    # A project's own closing of a global row (DESIGN §2, "A project is an overlay").
+    closings: dict[str, tuple[int, int, str | None]] = field(default_factory=dict)
+
+    def seen(self, ctx: str | None) -> Row:
+        """The row as context `ctx` sees it."""
+        if ctx and self.project == "" and ctx in self.closings:
+            valid_to, invalidated_at, reason = self.closings[ctx]
+            return replace(self, valid_to=valid_to, invalidated_at=invalidated_at, reason=reason)
+        return self
 
     @property
     def is_fact(self) -> bool:
@@ -95,7 +104,7 @@ class Model:
         return {"", ctx or ""}
 
     def in_ctx(self, ctx: str | None) -> list[Row]:
-        return [r for r in self.rows if r.project in self.projects(ctx)]
+        return [r.seen(ctx) for r in self.rows if r.project in self.projects(ctx)]
 
     def entity_visible(self, k: str, ctx: str | None, known_at: int) -> bool:
         ent = self.entities.get(k)
@@ -214,9 +223,17 @@ class Model:
         later = [r.valid_from for r in slot if r.valid_from > valid_from]
         return min(later) if later else None
 
-    def close(self, rows: list[Row], valid_to: int, now: int, reason: str | None) -> None:
-        for row in rows:
-            row.valid_to, row.invalidated_at, row.reason = valid_to, now, reason
+    def close(
+        self, ctx: str | None, rows: list[Row], valid_to: int, now: int, reason: str | None
+    ) -> None:
+        """Close rows as seen from `ctx`: a global row closed inside a project is closed
+        for that project only."""
+        for seen in rows:
+            row = next(r for r in self.rows if r.id == seen.id)
+            if ctx and row.project == "":
+                row.closings[ctx] = (valid_to, now, reason)
+            else:
+                row.valid_to, row.invalidated_at, row.reason = valid_to, now, reason
 
 
 @settings(
@@ -335,7 +352,7 @@ class TemporalMachine(RuleBasedStateMachine):
         assert {o.id for o in result.superseded} == {r.id for r in closing}
         new_ids = [o.id for o in result.added]
         reason = "superseded by " + ", ".join(new_ids) if new_ids else "superseded"
-        m.close(closing, vf, now, reason)
+        m.close(ctx, closing, vf, now, reason)
         for (fact_key, text), new_id in zip(new.items(), new_ids, strict=True):
             m.rows.append(
                 Row(
@@ -388,7 +405,7 @@ class TemporalMachine(RuleBasedStateMachine):
                 slot = [
                     r
                     for r in m.in_ctx(ctx)
-                    if not r.is_fact and (r.source, r.relation) == (s, kind) and r is not existing
+                    if not r.is_fact and (r.source, r.relation) == (s, kind) and r != existing
                 ]
                 end = m.backfill_end(slot, vf)
                 if end is None:
@@ -426,7 +443,7 @@ class TemporalMachine(RuleBasedStateMachine):
         assert result.created_entities == [" ".join(n.split()) for n in created]
         assert result.existing is (existing is not None)
         assert {r.id for r in result.superseded} == {r.id for r in closing}
-        m.close(closing, vf, now, f"superseded by {result.relation.id}")
+        m.close(ctx, closing, vf, now, f"superseded by {result.relation.id}")
         if existing is None:
             m.rows.append(
                 Row(
@@ -491,7 +508,7 @@ class TemporalMachine(RuleBasedStateMachine):
         assert len(result.invalidated) == len(closing)
         assert result.already_invalid == already
         assert result.not_found == not_found
-        m.close(closing, vt, now, reason)
+        m.close(ctx, closing, vt, now, reason)
 
     @rule(
         ctx=st.sampled_from(PROJECTS),
