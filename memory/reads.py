@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 
 from .errors import InvalidInputError
 from .models import (
@@ -31,6 +33,7 @@ from .queries import (
     visible_entities,
     visible_entity,
 )
+from .schema import owner_range
 from .store import Tx
 from .temporal import Moment
 from .timestamps import parse_time
@@ -82,35 +85,60 @@ COUNT_VISIBLE = f"""
             WHERE e.owner_id = :owner AND e.project > :g AND e.project <> :p
               AND {ENTITY_VISIBLE})
 """
-_CURSOR_PREFIX = "entity:"
+# A cursor is the position of the page's last entity among its user's entities,
+# masked and sealed with the file's key for the scope (user and project): it tells
+# nothing (not a rowid, which would count every user's activity before), and in any
+# other scope, or forged, it is refused.
+SELECT_FILE_KEY = "SELECT key FROM file_secret WHERE id = 1"
+POSITION_BYTES = 8
+SEAL_BYTES = 12
 
 
-def _encode_cursor(entity_id: int) -> str:
-    return base64.urlsafe_b64encode(f"{_CURSOR_PREFIX}{entity_id}".encode()).decode()
+def _keyed(tx: Tx, scope: ScopeKey, owner: int, purpose: bytes, data: bytes = b"") -> bytes:
+    row = tx.one(SELECT_FILE_KEY)
+    assert row is not None
+    message = b"\0".join([purpose, str(owner).encode(), scope.project.encode(), data])
+    return hmac.digest(row["key"], message, hashlib.sha256)
 
 
-def _decode_cursor(cursor: str | None) -> int:
+def _encode_cursor(tx: Tx, scope: ScopeKey, owner: int, entity_id: int) -> str:
+    position = (entity_id - owner_range(owner)[0]).to_bytes(POSITION_BYTES, "big")
+    mask = _keyed(tx, scope, owner, b"mask")[:POSITION_BYTES]
+    masked = bytes(a ^ b for a, b in zip(position, mask, strict=True))
+    seal = _keyed(tx, scope, owner, b"seal", masked)[:SEAL_BYTES]
+    return base64.urlsafe_b64encode(masked + seal).decode().rstrip("=")
+
+
+BAD_CURSOR = (
+    "cursor: not a cursor returned by read_graph in this scope; pass its next_cursor unchanged"
+)
+
+
+def _decode_cursor(tx: Tx, scope: ScopeKey, owner: int, cursor: str | None) -> int:
+    """The id of the entity a page follows (0: the first page)."""
     if cursor is None:
         return 0
     try:
-        text = base64.urlsafe_b64decode(cursor.encode("ascii")).decode("ascii")
-        if text.startswith(_CURSOR_PREFIX):
-            entity_id = int(text.removeprefix(_CURSOR_PREFIX))
-            if 0 <= entity_id < 2**63:
-                return entity_id
+        raw = base64.urlsafe_b64decode(cursor.encode("ascii") + b"==")
     except (ValueError, binascii.Error, UnicodeError):
-        pass
-    raise InvalidInputError(
-        "cursor: not a cursor returned by read_graph; pass its next_cursor unchanged"
-    )
+        raise InvalidInputError(BAD_CURSOR) from None
+    masked, seal = raw[:POSITION_BYTES], raw[POSITION_BYTES:]
+    expected = _keyed(tx, scope, owner, b"seal", masked)[:SEAL_BYTES]
+    if len(raw) != POSITION_BYTES + SEAL_BYTES or not hmac.compare_digest(seal, expected):
+        raise InvalidInputError(BAD_CURSOR)
+    mask = _keyed(tx, scope, owner, b"mask")[:POSITION_BYTES]
+    position = int.from_bytes(bytes(a ^ b for a, b in zip(masked, mask, strict=True)), "big")
+    return owner_range(owner)[0] + position
 
 
 def read_graph(tx: Tx, scope: ScopeKey, args: ReadGraphArgs) -> ReadGraphResult:
     at = moment(tx, args.as_of, args.known_at)
-    after = _decode_cursor(args.cursor)
     owner = find_owner(tx, scope)
-    if owner is None:
+    if owner is None:  # no memory yet: no cursor of this scope exists either
+        if args.cursor is not None:
+            raise InvalidInputError(BAD_CURSOR)
         return ReadGraphResult(entities=[], relations=[], total_entities=0, next_cursor=None)
+    after = _decode_cursor(tx, scope, owner, args.cursor)
     params = scope.params(owner, known_at=at.known_at)
     total_row = tx.one(COUNT_VISIBLE, params)
     page = tx.all(SELECT_PAGE, {**params, "after": after, "limit": args.limit + 1})
@@ -126,7 +154,7 @@ def read_graph(tx: Tx, scope: ScopeKey, args: ReadGraphArgs) -> ReadGraphResult:
         ],
         relations=relations,
         total_entities=total_row[0] if total_row else 0,
-        next_cursor=_encode_cursor(ids[-1]) if has_more else None,
+        next_cursor=_encode_cursor(tx, scope, owner, ids[-1]) if has_more else None,
     )
 
 

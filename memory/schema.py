@@ -502,6 +502,9 @@ _CLOSED_TRIGGERS = {
 }
 MIGRATIONS[6] = [
     *_CLOSING_TABLES,
+    # A key of this file's own, which read_graph's cursors are sealed with (`reads`).
+    "CREATE TABLE file_secret (id INTEGER PRIMARY KEY CHECK (id = 1), key BLOB NOT NULL)",
+    "INSERT INTO file_secret (id, key) VALUES (1, randomblob(32))",
     *(f"DROP TRIGGER {table}_closed" for table in _CLOSED_TRIGGERS),
     *_CLOSED_TRIGGERS.values(),
     *_move_project_closings("observation"),

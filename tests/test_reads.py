@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import base64
+
 import pytest
 
-from memory import InvalidInputError, MemoryScope
+from memory import GraphMemory, InvalidInputError, MemoryScope
 
 from .conftest import FakeClock
 
@@ -137,6 +139,27 @@ async def test_an_exact_last_page_has_no_next_cursor(alice: MemoryScope) -> None
 async def test_a_forged_cursor_is_an_input_error(alice: MemoryScope, cursor: str) -> None:
     with pytest.raises(InvalidInputError, match="^cursor: not a cursor returned by read_graph"):
         await alice.read_graph(cursor=cursor)
+
+
+async def test_a_cursor_is_meaningful_only_in_its_own_scope(mem: GraphMemory) -> None:
+    """Found by the adversarial test: a cursor was base64 of the global rowid, which
+    counted every user's activity, and any scope took it."""
+    alice, bob = mem.scope(app="a", user="alice"), mem.scope(app="a", user="bob")
+    in_p = mem.scope(app="a", user="alice", project="p")
+    for i in range(3):
+        await alice.remember(entity=f"E{i}", facts=["x"])
+        await bob.remember(entity=f"E{i}", facts=["x"])
+    cursor = (await alice.read_graph(limit=1)).next_cursor
+    assert cursor is not None
+    assert b"entity" not in base64.urlsafe_b64decode(cursor + "==")
+    assert cursor != (await bob.read_graph(limit=1)).next_cursor  # same position
+    assert [e.name for e in (await alice.read_graph(limit=1, cursor=cursor)).entities] == ["E1"]
+    for other in (bob, in_p, mem.scope(app="b", user="alice")):
+        with pytest.raises(InvalidInputError, match="^cursor: not a cursor returned by read_graph"):
+            await other.read_graph(cursor=cursor)
+    tampered = cursor[:3] + ("A" if cursor[3] != "A" else "B") + cursor[4:]
+    with pytest.raises(InvalidInputError, match="^cursor: not a cursor returned by read_graph"):
+        await alice.read_graph(cursor=tampered)
 
 
 async def test_empty_memory_reads_are_normal_answers(alice: MemoryScope) -> None:
