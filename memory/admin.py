@@ -69,6 +69,7 @@ PURGE = {
     "user": [
         ("closings", "DELETE FROM observation_closing WHERE owner_id = :owner"),
         ("closings", "DELETE FROM relation_closing WHERE owner_id = :owner"),
+        ("", "DELETE FROM entity_change WHERE owner_id = :owner"),
         ("turns", "DELETE FROM turn WHERE owner_id = :owner"),
         ("relations", "DELETE FROM relation WHERE owner_id = :owner"),
         ("observations", "DELETE FROM observation WHERE owner_id = :owner"),
@@ -83,6 +84,7 @@ PURGE = {
         ("closings", """
             DELETE FROM relation_closing WHERE owner_id = :owner AND project = :project
         """),
+        ("", "DELETE FROM entity_change WHERE owner_id = :owner AND project = :project"),
         ("turns", "DELETE FROM turn WHERE owner_id = :owner AND project = :project"),
         ("relations", "DELETE FROM relation WHERE owner_id = :owner AND project = :project"),
         ("observations", "DELETE FROM observation WHERE owner_id = :owner AND project = :project"),

@@ -3,8 +3,11 @@ user at the start of a session, bounded and rendered as data (see `render`)."""
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import sqlite3
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from .models import ProfileCard, ProfileCardArgs, SearchNodesArgs
 from .overlay import SEEN
@@ -18,14 +21,52 @@ from .timestamps import format_time
 __all__ = ["profile_card", "session_context"]
 
 # Most recently changed first; keyset paging on (changed_at, id) keeps each batch an
-# index range scan however many entities the user has.
+# index range scan however many entities the user has. An entity's changes are
+# counted per context (schema 6): what was done globally in `entity.changed_at`, what
+# was done inside a project in `entity_change`; inside a project, the two orders are
+# merged (`_recent_entities`).
 RECENT_ENTITIES = f"""
-    SELECT e.* FROM entity e
+    SELECT e.*, e.changed_at AS seen_at FROM entity e
     WHERE {ENTITY_VISIBLE}
       AND (e.changed_at < :changed_at OR (e.changed_at = :changed_at AND e.id < :id))
     ORDER BY e.changed_at DESC, e.id DESC
     LIMIT :batch
 """
+RECENT_IN_PROJECT = f"""
+    SELECT e.*, c.changed_at AS seen_at FROM entity_change c JOIN entity e ON e.id = c.entity_id
+    WHERE c.owner_id = :owner AND c.project = :p AND {ENTITY_VISIBLE}
+      AND (c.changed_at < :changed_at OR (c.changed_at = :changed_at AND c.entity_id < :id))
+    ORDER BY c.changed_at DESC, c.entity_id DESC
+    LIMIT :batch
+"""
+
+
+def _recent_entities(
+    tx: Tx, scope: ScopeKey, owner: int, known_at: int, batch: int
+) -> Iterator[sqlite3.Row]:
+    """The entities the context sees, most recently changed in it first: an entity
+    comes where the later of its global and its project changes puts it."""
+    streams = [_pages(tx, RECENT_ENTITIES, scope, owner, known_at, batch)]
+    if scope.project:
+        streams.append(_pages(tx, RECENT_IN_PROJECT, scope, owner, known_at, batch))
+    given: set[int] = set()
+    merged = heapq.merge(*streams, key=lambda row: (row["seen_at"], row["id"]), reverse=True)
+    for row in merged:
+        if row["id"] not in given:  # its first, and so its latest, place
+            given.add(row["id"])
+            yield row
+
+
+def _pages(
+    tx: Tx, sql: str, scope: ScopeKey, owner: int, known_at: int, batch: int
+) -> Iterator[sqlite3.Row]:
+    cursor = {"changed_at": 2**62, "id": 2**62}
+    while True:
+        rows = tx.all(sql, scope.params(owner, known_at=known_at, batch=batch, **cursor))
+        yield from rows
+        if len(rows) < batch:
+            return
+        cursor = {"changed_at": rows[-1]["seen_at"], "id": rows[-1]["id"]}
 
 
 # The card needs only texts and names: these read them without building full models.
@@ -111,15 +152,11 @@ def profile_card(tx: Tx, scope: ScopeKey, args: ProfileCardArgs) -> ProfileCard:
         chosen += _card_entities(tx, scope, owner, ranked, at, args.max_facts_per_entity, answering)
         seen.update(row["id"] for row in ranked)
 
-    cursor = {"changed_at": 2**62, "id": 2**62}
+    recent = _recent_entities(tx, scope, owner, at.known_at, wanted * 2)
     while len(chosen) < wanted:
-        batch = tx.all(
-            RECENT_ENTITIES,
-            scope.params(owner, known_at=at.known_at, batch=wanted * 2, **cursor),
-        )
+        batch = list(itertools.islice(recent, wanted * 2))
         if not batch:
             break
-        cursor = {"changed_at": batch[-1]["changed_at"], "id": batch[-1]["id"]}
         fresh = [row for row in batch if row["id"] not in seen]
         seen.update(row["id"] for row in fresh)
         chosen += _card_entities(tx, scope, owner, fresh, at, args.max_facts_per_entity)

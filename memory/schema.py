@@ -248,24 +248,36 @@ MIGRATIONS[4] = [
     "DROP TRIGGER observation_changed",
     "DROP TRIGGER relation_changed",
 ]
-CHANGED_NEW = {  # each raises changed_at of the entities of the rows in :rowids
-    "observation": """
+_NEW_OBSERVATIONS = """
+    SELECT entity_id, project, owner_id, recorded_at FROM observation
+    WHERE seq IN (SELECT value FROM json_each(:rowids))
+"""
+_NEW_RELATIONS = """
+    SELECT source_id AS entity_id, project, owner_id, recorded_at FROM relation
+    WHERE seq IN (SELECT value FROM json_each(:rowids))
+    UNION ALL
+    SELECT target_id, project, owner_id, recorded_at FROM relation
+    WHERE seq IN (SELECT value FROM json_each(:rowids))
+"""
+# Each raises changed_at of the entities of the rows in :rowids: of the entity for
+# global rows, of the entity in the project for a project's (`entity_change`, schema 6).
+CHANGED_NEW = {
+    kind: [
+        f"""
         UPDATE entity SET changed_at = max(changed_at, new.at)
-        FROM (SELECT entity_id, max(recorded_at) AS at FROM observation
-              WHERE seq IN (SELECT value FROM json_each(:rowids)) GROUP BY entity_id) AS new
-        WHERE entity.id = new.entity_id
-    """,
-    "relation": """
-        UPDATE entity SET changed_at = max(changed_at, new.at)
-        FROM (SELECT entity_id, max(recorded_at) AS at FROM (
-                  SELECT source_id AS entity_id, recorded_at FROM relation
-                  WHERE seq IN (SELECT value FROM json_each(:rowids))
-                  UNION ALL
-                  SELECT target_id, recorded_at FROM relation
-                  WHERE seq IN (SELECT value FROM json_each(:rowids)))
+        FROM (SELECT entity_id, max(recorded_at) AS at FROM ({rows}) WHERE project = ''
               GROUP BY entity_id) AS new
         WHERE entity.id = new.entity_id
-    """,
+        """,
+        f"""
+        INSERT INTO entity_change (entity_id, project, owner_id, changed_at)
+        SELECT entity_id, project, owner_id, max(recorded_at) FROM ({rows})
+        WHERE project <> '' GROUP BY entity_id, project
+        ON CONFLICT (entity_id, project) DO UPDATE
+        SET changed_at = max(changed_at, excluded.changed_at)
+        """,
+    ]
+    for kind, rows in (("observation", _NEW_OBSERVATIONS), ("relation", _NEW_RELATIONS))
 }
 
 # Each user's rows of a kind have rowids of their own range, (owner << 32) + n: FTS5
@@ -482,33 +494,133 @@ def _move_project_closings(table: str) -> list[str]:
     ]
 
 
-# The closing triggers raise the entity's changed_at; reopening a row (above) must
-# not set it to NULL.
-_CLOSED_TRIGGERS = {
-    "observation": """
+# When an entity last changed is likewise per context: `entity.changed_at` by what was
+# done globally (and the entity's creation), `entity_change` by what was done inside
+# each project, so that the profile card's "most recently changed first" in one
+# context never moves for work done in another.
+_ENTITY_CHANGE = [
+    """
+    CREATE TABLE entity_change (
+        entity_id INTEGER NOT NULL REFERENCES entity (id),
+        project TEXT NOT NULL CHECK (project <> ''),
+        owner_id INTEGER NOT NULL REFERENCES owner (id),
+        changed_at INTEGER NOT NULL,
+        PRIMARY KEY (entity_id, project)
+    ) WITHOUT ROWID
+    """,
+    "CREATE INDEX entity_change_recent ON entity_change (owner_id, project, changed_at, entity_id)",
+]
+UPSERT_ENTITY_CHANGE = """
+    INSERT INTO entity_change (entity_id, project, owner_id, changed_at) {values}
+    ON CONFLICT (entity_id, project) DO UPDATE
+    SET changed_at = max(changed_at, excluded.changed_at)
+"""
+_CHANGED_IN_PROJECT = UPSERT_ENTITY_CHANGE.format(values="VALUES ({}, {}, new.owner_id, {})")
+_CLOSED_TRIGGERS = [
+    # A closing on the row: a global one raises the entity, a project's own row its
+    # entity in that project. (Reopening a row, in the migration, raises nothing.)
+    """
     CREATE TRIGGER observation_closed AFTER UPDATE OF invalidated_at ON observation
-    WHEN new.invalidated_at IS NOT NULL BEGIN
+    WHEN new.invalidated_at IS NOT NULL AND new.project = '' BEGIN
         UPDATE entity SET changed_at = max(changed_at, new.invalidated_at)
         WHERE id = new.entity_id;
     END
     """,
-    "relation": """
+    """
     CREATE TRIGGER relation_closed AFTER UPDATE OF invalidated_at ON relation
-    WHEN new.invalidated_at IS NOT NULL BEGIN
+    WHEN new.invalidated_at IS NOT NULL AND new.project = '' BEGIN
         UPDATE entity SET changed_at = max(changed_at, new.invalidated_at)
         WHERE id IN (new.source_id, new.target_id);
     END
     """,
-}
+    f"""
+    CREATE TRIGGER observation_closed_in_project AFTER UPDATE OF invalidated_at ON observation
+    WHEN new.invalidated_at IS NOT NULL AND new.project <> '' BEGIN
+        {_CHANGED_IN_PROJECT.format("new.entity_id", "new.project", "new.invalidated_at")};
+    END
+    """,
+    f"""
+    CREATE TRIGGER relation_closed_in_project AFTER UPDATE OF invalidated_at ON relation
+    WHEN new.invalidated_at IS NOT NULL AND new.project <> '' BEGIN
+        {_CHANGED_IN_PROJECT.format("new.source_id", "new.project", "new.invalidated_at")};
+        {_CHANGED_IN_PROJECT.format("new.target_id", "new.project", "new.invalidated_at")};
+    END
+    """,
+    # A project's closing of a global row.
+    f"""
+    CREATE TRIGGER observation_closing_changed AFTER INSERT ON observation_closing BEGIN
+        {
+        _CHANGED_IN_PROJECT.format(
+            "(SELECT entity_id FROM observation WHERE seq = new.seq)",
+            "new.project",
+            "new.invalidated_at",
+        )
+    };
+    END
+    """,
+    f"""
+    CREATE TRIGGER relation_closing_changed AFTER INSERT ON relation_closing BEGIN
+        {
+        _CHANGED_IN_PROJECT.format(
+            "(SELECT source_id FROM relation WHERE seq = new.seq)",
+            "new.project",
+            "new.invalidated_at",
+        )
+    };
+        {
+        _CHANGED_IN_PROJECT.format(
+            "(SELECT target_id FROM relation WHERE seq = new.seq)",
+            "new.project",
+            "new.invalidated_at",
+        )
+    };
+    END
+    """,
+]
+_COUNT_CHANGES = [
+    """
+    UPDATE entity SET changed_at = max(
+        recorded_at,
+        coalesce((SELECT max(coalesce(invalidated_at, recorded_at)) FROM observation
+                  WHERE entity_id = entity.id AND project = ''), 0),
+        coalesce((SELECT max(coalesce(invalidated_at, recorded_at)) FROM relation
+                  WHERE (source_id = entity.id OR target_id = entity.id) AND project = ''), 0)
+    )
+    """,
+    """
+    INSERT INTO entity_change (entity_id, project, owner_id, changed_at)
+    SELECT entity_id, project, owner_id, max(at) FROM (
+        SELECT entity_id, project, owner_id, coalesce(invalidated_at, recorded_at) AS at
+        FROM observation WHERE project <> ''
+        UNION ALL
+        SELECT source_id, project, owner_id, coalesce(invalidated_at, recorded_at)
+        FROM relation WHERE project <> ''
+        UNION ALL
+        SELECT target_id, project, owner_id, coalesce(invalidated_at, recorded_at)
+        FROM relation WHERE project <> ''
+        UNION ALL
+        SELECT o.entity_id, c.project, c.owner_id, c.invalidated_at
+        FROM observation_closing c JOIN observation o ON o.seq = c.seq
+        UNION ALL
+        SELECT r.source_id, c.project, c.owner_id, c.invalidated_at
+        FROM relation_closing c JOIN relation r ON r.seq = c.seq
+        UNION ALL
+        SELECT r.target_id, c.project, c.owner_id, c.invalidated_at
+        FROM relation_closing c JOIN relation r ON r.seq = c.seq
+    ) GROUP BY entity_id, project
+    """,
+]
 MIGRATIONS[6] = [
     *_CLOSING_TABLES,
+    *_ENTITY_CHANGE,
     # A key of this file's own, which read_graph's cursors are sealed with (`reads`).
     "CREATE TABLE file_secret (id INTEGER PRIMARY KEY CHECK (id = 1), key BLOB NOT NULL)",
     "INSERT INTO file_secret (id, key) VALUES (1, randomblob(32))",
-    *(f"DROP TRIGGER {table}_closed" for table in _CLOSED_TRIGGERS),
-    *_CLOSED_TRIGGERS.values(),
+    *(f"DROP TRIGGER {table}_closed" for table in ("observation", "relation")),
     *_move_project_closings("observation"),
     *_move_project_closings("relation"),
+    *_COUNT_CHANGES,
+    *_CLOSED_TRIGGERS,
 ]
 
 LATEST_VERSION = max(MIGRATIONS)

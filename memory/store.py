@@ -238,8 +238,8 @@ class Tx:
             self._conn.execute(INDEX_NEW[kind], {"rowids": listed})
             self._conn.execute(ADD_FTS_STATS[kind], {"rowids": listed, "owner": self._owner()})
         for kind, rowids in self._unraised.items():
-            if kind in CHANGED_NEW and rowids:
-                self._conn.execute(CHANGED_NEW[kind], {"rowids": json_list(rowids)})
+            for statement in CHANGED_NEW.get(kind, ()) if rowids else ():
+                self._conn.execute(statement, {"rowids": json_list(rowids)})
         self._unindexed.clear()
         self._unraised.clear()
 

@@ -24,6 +24,7 @@ from .models import RelateArgs, RememberArgs
 from .names import match_key
 from .overlay import CLOSINGS
 from .queries import GLOBAL, ScopeKey, ensure_owner
+from .schema import UPSERT_ENTITY_CHANGE
 from .store import Tx, json_list
 from .timestamps import format_time
 from .validation import parse_arguments
@@ -425,6 +426,7 @@ def _write_rows(batch: Batch, steps: list[Step]) -> None:
             )
         batch.count("skipped")
     changed = _changed_at(kept_rows, by_kind.keys()) if skipped else expected
+    tx.run_many(RAISE_CHANGED_IN_PROJECT, _project_changes(tx.owner, kept_rows, by_kind.keys()))
     if skipped:  # a new entity's skipped rows do not count: set its changed_at again
         tx.run_many(SET_CHANGED_AT, [
             (max(entity[5], changed.get(entity_id, 0)), entity_id)
@@ -437,18 +439,45 @@ def _write_rows(batch: Batch, steps: list[Step]) -> None:
 def _changed_at(
     rows_by_kind: Iterable[list[tuple[Any, ...]]], kinds: Iterable[str]
 ) -> dict[int, int]:
-    """The latest recorded_at of the facts and relations in `rows_by_kind` (rows of
-    `kinds`, in that order) for each entity they name: `schema.CHANGED_NEW` in Python."""
+    """The latest recorded_at of the global facts and relations in `rows_by_kind` (rows
+    of `kinds`, in that order) for each entity they name: `schema.CHANGED_NEW` in
+    Python. (A project's rows raise the entity in that project: `_project_changes`.)"""
     latest: dict[int, int] = {}
     for kind, rows in zip(kinds, rows_by_kind, strict=True):
         names = ROW_KINDS[kind].names
         if names is None:  # turns name no entity
             continue
-        for entity_ids, recorded_at in map(names, rows):
+        for row in rows:
+            if row[2] != GLOBAL:
+                continue
+            entity_ids, recorded_at = names(row)
             for entity_id in entity_ids:
                 if recorded_at > latest.get(entity_id, -1):
                     latest[entity_id] = recorded_at
     return latest
+
+
+RAISE_CHANGED_IN_PROJECT = UPSERT_ENTITY_CHANGE.format(values="VALUES (?, ?, ?, ?)")
+
+
+def _project_changes(
+    owner: int | None, rows_by_kind: Iterable[list[tuple[Any, ...]]], kinds: Iterable[str]
+) -> list[tuple[int, str, int | None, int]]:
+    """(entity, project, owner, latest recorded_at) for the project rows of
+    `rows_by_kind`, as `schema.CHANGED_NEW` raises them in `entity_change`."""
+    latest: dict[tuple[int, str], int] = {}
+    for kind, rows in zip(kinds, rows_by_kind, strict=True):
+        names = ROW_KINDS[kind].names
+        if names is None:
+            continue
+        for row in rows:
+            if row[2] == GLOBAL:
+                continue
+            entity_ids, recorded_at = names(row)
+            for entity_id in entity_ids:
+                key = (entity_id, row[2])
+                latest[key] = max(latest.get(key, -1), recorded_at)
+    return [(entity, project, owner, at) for (entity, project), at in latest.items()]
 
 
 ID_OWNER = {

@@ -208,10 +208,11 @@ async def test_purging_a_project_erases_its_closings(
 def _as_schema_5(path: Path) -> None:
     """The file as schema 5 left it: no closing tables, the old closing triggers."""
     conn = sqlite3.connect(path)
-    conn.execute("DROP TABLE observation_closing")
-    conn.execute("DROP TABLE relation_closing")
-    conn.execute("DROP TRIGGER observation_closed")
-    conn.execute("DROP TRIGGER relation_closed")
+    for table in ("observation_closing", "relation_closing", "entity_change", "file_secret"):
+        conn.execute(f"DROP TABLE {table}")
+    for table in ("observation", "relation"):
+        conn.execute(f"DROP TRIGGER {table}_closed")
+        conn.execute(f"DROP TRIGGER {table}_closed_in_project")
     for statement in MIGRATIONS[2]:
         if "_closed AFTER UPDATE" in statement:
             conn.execute(statement)
@@ -251,3 +252,23 @@ async def test_migration_6_gives_projects_the_global_rows_they_superseded(
         assert not seen_in_a[ids["job"]].current
         bob = {o.id: o for o in (await world.history(entity="Bob")).timeline}
         assert not bob[forgotten].current  # a forget left no trace of its project
+
+
+async def test_the_profile_card_orders_by_what_changed_in_its_own_context(
+    world: MemoryScope, project_a: MemoryScope, project_b: MemoryScope, clock: FakeClock
+) -> None:
+    first = await world.remember(entity="Ann", facts=["likes tea"])
+    clock.advance()
+    await world.remember(entity="Ben", facts=["likes soup"])
+    clock.advance()
+    await project_a.remember(entity="Ann", facts=["in A"])
+    clock.advance()
+    await project_b.forget(ids=[first.added[0].id])  # Ann loses her only fact in B
+    await project_b.remember(entity="Cid", facts=["in B"])
+    clock.advance()
+    await project_b.remember(entity="Ann", facts=["back in B"])
+    assert (await world.profile_card()).entities == ["Ben", "Ann"]
+    assert (await project_a.profile_card()).entities == ["Ann", "Ben"]
+    assert (await project_b.profile_card()).entities == ["Ann", "Cid", "Ben"]
+    assert (await world.profile_card(max_entities=1)).entities == ["Ben"]
+    assert (await project_a.profile_card(max_entities=1)).entities == ["Ann"]

@@ -15,6 +15,7 @@ from memory.profile import (
     CARD_RELATIONS,
     LAST_SESSION,
     RECENT_ENTITIES,
+    RECENT_IN_PROJECT,
     SESSION_TAIL,
 )
 from memory.queries import SELECT_VISIBLE_ENTITIES, _observations_sql, _relations_sql
@@ -197,8 +198,13 @@ HOT_STATEMENTS = {
     "hit relations": RELATIONS_BY_SEQ,
     "recall candidates": RECALL_ROWS,
     **{f"index new {kind}": sql for kind, sql in INDEX_NEW.items()},
-    **{f"entities changed by new {kind}": sql for kind, sql in CHANGED_NEW.items()},
+    **{
+        f"entities changed by new {kind} ({i})": sql
+        for kind, statements in CHANGED_NEW.items()
+        for i, sql in enumerate(statements)
+    },
     "recent entities": RECENT_ENTITIES,
+    "recent entities in a project": RECENT_IN_PROJECT,
     "card facts": CARD_FACTS,
     "card relations": CARD_RELATIONS,
     "last session": LAST_SESSION,

@@ -61,7 +61,7 @@ async def test_a_project_token_changes_nothing_outside_its_project(
             await _ok(client, "remember", {"entity": "Alice", "facts": ["basic plan"], "attribute": "plan"})  # fmt: skip
             tea = await _ok(client, "remember", {"entity": "Alice", "facts": ["likes tea"]})
             soup = await _ok(client, "remember", {"entity": "Alice", "facts": ["likes soup"]})
-            job = await _ok(client, "relate", {"source": "Alice", "relation": "works at", "target": "Acme"})  # fmt: skip
+            await _ok(client, "relate", {"source": "Alice", "relation": "works at", "target": "Acme"})  # fmt: skip
             before = await _everything(client)
         async with http_client(url, in_b) as client:
             before_b = await _everything(client)
