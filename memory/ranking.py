@@ -10,6 +10,11 @@ rows' lengths from the index's own docsize table, the owner's row count and aver
 length. A search therefore costs what the owner's own rows cost, however many other
 users share the file.
 
+The ranking is the context's own as well (DESIGN §2, "A project is an overlay"): the
+statistics are those of the rows the context sees (global and its project), and when
+the user has rows in other projects, every FTS5 query keeps only the context's rows
+(a lookup of each match's row), so nothing stored in another project moves a score.
+
 A query ranks the rows of its rarest words, adding words from the rarest up while at
 most `RANKED_ROWS` rows are to be ranked; a word left out is common in this memory and
 weighs little, and adds nothing to the score (after Lucene's CommonTermsQuery, which
@@ -28,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .schema import TOKENS_FUNCTION, owner_range, token_counts
+from .schema import ROWIDS, TOKENS_FUNCTION, owner_range, token_counts
 from .store import Tx, json_list
 
 __all__ = ["INDEXES", "Index", "Ranked", "best_rows", "passing", "ranked"]
@@ -66,13 +71,26 @@ class Index:
     columns: tuple[str, ...]
     weights: tuple[float, ...]
     idf: Callable[[int, float], float]
+    # The rows a context (`:p`, global and that project) sees, of table `t`: a fact,
+    # relation or turn by its project; an entity also by its facts and relations.
+    in_context: str = "t.project IN ('', :p)"
+
+
+ENTITY_IN_CONTEXT = """(
+    t.project IN ('', :p)
+    OR EXISTS (SELECT 1 FROM observation o WHERE o.entity_id = t.id AND o.project IN ('', :p))
+    OR EXISTS (SELECT 1 FROM relation r WHERE r.source_id = t.id AND r.project IN ('', :p))
+    OR EXISTS (SELECT 1 FROM relation r WHERE r.target_id = t.id AND r.project IN ('', :p))
+)"""
 
 
 # Each IDF was chosen on the development splits: the graph's by LoCoMo's facts, the
 # turns' by LoCoMo's turns and LongMemEval-S (bench/locomo.py, bench/longmemeval.py).
 INDEXES = {
     # A word in an entity's name says far more than one in its type ("person").
-    "entity": Index("entity", "entity_fts", ("name", "entity_type"), (4.0, 1.0), lucene_idf),
+    "entity": Index(
+        "entity", "entity_fts", ("name", "entity_type"), (4.0, 1.0), lucene_idf, ENTITY_IN_CONTEXT
+    ),
     "observation": Index("observation", "observation_fts", ("text",), (1.0,), lucene_idf),
     "relation": Index("relation", "relation_fts", ("relation",), (1.0,), lucene_idf),
     "turn": Index("turn", "turn_fts", ("text",), (1.0,), robertson_idf),
@@ -98,33 +116,43 @@ def _expressions(index: Index, terms: Sequence[str]) -> list[Expression]:
     ]
 
 
-def _in_range(fts: str, n: int) -> str:
-    return f"SELECT rowid FROM {fts} WHERE {fts} MATCH :m{n} AND rowid BETWEEN :first AND :last"
+def _in_range(index: Index, n: int, scoped: bool) -> str:
+    """The owner's rows expression `:m{n}` matches; `scoped`: only those the context
+    sees."""
+    fts = index.fts
+    if not scoped:
+        return f"SELECT rowid FROM {fts} WHERE {fts} MATCH :m{n} AND rowid BETWEEN :first AND :last"
+    return (
+        f"SELECT {fts}.rowid AS rowid FROM {fts}"
+        f" JOIN {index.kind} t ON t.{ROWIDS[index.kind]} = {fts}.rowid"
+        f" WHERE {fts} MATCH :m{n} AND {fts}.rowid BETWEEN :first AND :last"
+        f" AND {index.in_context}"
+    )
 
 
 @functools.cache
-def _count_sql(fts: str, n: int) -> str:
+def _count_sql(index: Index, n: int, scoped: bool) -> str:
     """For each of `n` expressions: how many of the owner's rows match, counted from the
     newest down and stopping at `:cap`, and the oldest and newest rowid counted (from
     which the count of a common word is estimated)."""
     return " UNION ALL ".join(
         f"SELECT {i}, count(*), min(rowid), max(rowid)"
-        f" FROM ({_in_range(fts, i)} ORDER BY rowid DESC LIMIT :cap)"
+        f" FROM ({_in_range(index, i, scoped)} ORDER BY rowid DESC LIMIT :cap)"
         for i in range(n)
     )
 
 
 @functools.cache
-def _newest_sql(fts: str, n: int) -> str:
+def _newest_sql(index: Index, n: int, scoped: bool) -> str:
     """The newest `:window` rows each of `n` expressions matches, with their sizes."""
     parts = " UNION ALL ".join(
         f"SELECT rowid, {i} AS expression FROM"
-        f" ({_in_range(fts, i)} ORDER BY rowid DESC LIMIT :window)"
+        f" ({_in_range(index, i, scoped)} ORDER BY rowid DESC LIMIT :window)"
         for i in range(n)
     )
     return f"""
         SELECT m.rowid, m.expression, d.sz FROM ({parts}) AS m
-        JOIN {fts}_docsize AS d ON d.id = m.rowid
+        JOIN {index.fts}_docsize AS d ON d.id = m.rowid
     """
 
 
@@ -140,13 +168,13 @@ def _norm(column: int, columns: int) -> str:
 
 
 @functools.cache
-def _scored_sql(fts: str, columns: tuple[int, ...], width: int = 1) -> str:
+def _scored_sql(index: Index, columns: tuple[int, ...], scoped: bool) -> str:
     """The owner's rows that expressions `:m0`, `:m1`, ... match (in the columns
     `columns` gives), each scored by SQLite: every expression that matches it adds its
-    weight (`:w0`, ...) times its column's length norm (of `width` columns). Best first,
-    ties to the newest."""
+    weight (`:w0`, ...) times its column's length norm. Best first, ties to the newest."""
+    fts, width = index.fts, len(index.columns)
     parts = " UNION ALL ".join(
-        f"SELECT rowid, :w{n} AS w, {column} AS c FROM ({_in_range(fts, n)})"
+        f"SELECT rowid, :w{n} AS w, {column} AS c FROM ({_in_range(index, n, scoped)})"
         for n, column in enumerate(columns)
     )
     used = sorted(set(columns))
@@ -163,15 +191,22 @@ def _scored_sql(fts: str, columns: tuple[int, ...], width: int = 1) -> str:
 
 
 @functools.cache
-def _all_words_sql(fts: str) -> str:
+def _all_words_sql(index: Index, scoped: bool) -> str:
     """The newest `:window` rows that have every word (`:m0`), with their sizes."""
+    newest = f"{_in_range(index, 0, scoped)} ORDER BY rowid DESC LIMIT :window"
     return f"""
-        SELECT m.rowid, d.sz FROM ({_in_range(fts, 0)} ORDER BY rowid DESC LIMIT :window) AS m
-        JOIN {fts}_docsize AS d ON d.id = m.rowid
+        SELECT m.rowid, d.sz FROM ({newest}) AS m
+        JOIN {index.fts}_docsize AS d ON d.id = m.rowid
     """
 
 
-STATS = "SELECT rows, tokens_0, tokens_1 FROM fts_stats WHERE owner_id = :owner AND kind = :kind"
+# The context's statistics (global and `:p`), and whether the user has rows elsewhere.
+STATS = """
+    SELECT sum(rows) AS rows, sum(tokens_0) AS tokens_0, sum(tokens_1) AS tokens_1,
+           (SELECT count(*) FROM fts_stats WHERE owner_id = :owner AND kind = :kind
+              AND project NOT IN ('', :p) AND rows > 0) AS elsewhere
+    FROM fts_stats WHERE owner_id = :owner AND kind = :kind AND project IN ('', :p)
+"""
 
 
 @dataclass(frozen=True)
@@ -180,14 +215,16 @@ class Stats:
 
     rows: int
     average: tuple[float, ...]  # tokens per row in each column
+    scoped: bool  # the user has rows the context does not see: queries keep its own
 
 
-def _stats(tx: Tx, owner: int, kind: str, columns: int) -> Stats | None:
-    row = tx.one(STATS, {"owner": owner, "kind": kind})
+def _stats(tx: Tx, owner: int, project: str, kind: str, columns: int) -> Stats | None:
+    row = tx.one(STATS, {"owner": owner, "kind": kind, "p": project})
     if row is None or not row["rows"]:
         return None
     tokens = (row["tokens_0"], row["tokens_1"])[:columns]
-    return Stats(row["rows"], tuple(max(1.0, total / row["rows"]) for total in tokens))
+    average = tuple(max(1.0, total / row["rows"]) for total in tokens)
+    return Stats(row["rows"], average, bool(row["elsewhere"]))
 
 
 @dataclass(frozen=True)
@@ -231,20 +268,24 @@ class _Scores:
         return rows
 
 
-def ranked(tx: Tx, index: Index, terms: Sequence[str], owner: int, grown: int = 1) -> Ranked:
-    """The owner's rows of `index` that match `terms` (FTS5-quoted words), best first;
+def ranked(
+    tx: Tx, index: Index, terms: Sequence[str], owner: int, project: str, grown: int = 1
+) -> Ranked:
+    """The rows of `index` of the owner seen from `project` ('' global) that match
+    `terms` (FTS5-quoted words), best first;
     ties go to the newest row. At most about `RANKED_ROWS` rows of the rarest words,
     or the newest windows of a query made only of common words, `grown` times their
     usual size (-1: all). Grown, a query's common words left out add their newest
     windows too (filters dropped the rare words' rows)."""
-    stats = _stats(tx, owner, index.kind, len(index.columns)) if terms else None
+    stats = _stats(tx, owner, project, index.kind, len(index.columns)) if terms else None
     if stats is None:
         return Ranked([])
     first, last = owner_range(owner)
     expressions = _expressions(index, terms)
-    bounds: dict[str, Any] = {"first": first, "last": last}
+    bounds: dict[str, Any] = {"first": first, "last": last, "p": project}
     params = bounds | {f"m{i}": e.match for i, e in enumerate(expressions)}
-    counted = tx.tuples(_count_sql(index.fts, len(expressions)), params | {"cap": RANKED_ROWS + 1})
+    count_sql = _count_sql(index, len(expressions), stats.scoped)
+    counted = tx.tuples(count_sql, params | {"cap": RANKED_ROWS + 1})
     found: dict[int, float] = {}  # expression -> rows (estimated when counting stopped)
     for i, rows, oldest, newest in counted:
         if rows > RANKED_ROWS:  # counting stopped: estimate from the rowids it spanned
@@ -275,7 +316,7 @@ def ranked(tx: Tx, index: Index, terms: Sequence[str], owner: int, grown: int = 
     scoring = bounds | _norm_params(index, stats)
     for n, i in enumerate(chosen):
         scoring |= {f"m{n}": expressions[i].match, f"w{n}": idf[expressions[i].term]}
-    rows = tx.tuples(_scored_sql(index.fts, columns, len(index.columns)), scoring)
+    rows = tx.tuples(_scored_sql(index, columns, stats.scoped), scoring)
     if grown == 1 or not left_out:
         return Ranked(rows, partial=bool(left_out))
     scores = dict((rowid, score) for score, rowid in rows)
@@ -308,7 +349,7 @@ def _newest(
     """The newest rows of each of the `taken` expressions (common words), and the newest
     rows with every one of their words, scored here (a row may come from several)."""
     scores = _Scores(index, stats)
-    sql = _newest_sql(index.fts, len(taken))
+    sql = _newest_sql(index, len(taken), stats.scoped)
     subset = bounds | {f"m{n}": expressions[i].match for n, i in enumerate(taken)}
     newest = NEWEST_WINDOW * grown if grown > 0 else -1
     seen: dict[int, set[int]] = defaultdict(set)
@@ -322,7 +363,7 @@ def _newest(
         # column only: the columns of a match are not told apart).
         every = {"m0": " AND ".join(terms[t] for t in words)}
         window = {"window": EVERY_WORD_WINDOW * grown if grown > 0 else -1}
-        for rowid, sz in tx.tuples(_all_words_sql(index.fts), bounds | every | window):
+        for rowid, sz in tx.tuples(_all_words_sql(index, stats.scoped), bounds | every | window):
             for t in words:
                 if t not in seen[rowid]:
                     scores.add(rowid, 0, idf[t], sz)
@@ -350,7 +391,7 @@ def best_rows(
     words' windows grow, at last to every match: a filter never hides a match."""
     rows: list[tuple[float, sqlite3.Row]] = []
     for grown in GROWTH:
-        found = ranked(tx, index, terms, owner, grown)
+        found = ranked(tx, index, terms, owner, params["p"], grown)
         rows = passing(tx, found.rows, sql, params, wanted)
         if not found.partial or len(rows) >= wanted:
             return rows

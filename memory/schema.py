@@ -393,14 +393,16 @@ def column_tokens(blob: bytes | None, column: int) -> int:
     return counts[column] if column < len(counts) else 0
 
 
-def _sizes_of(kind: str, where: str) -> str:
+def _sizes_of(kind: str, where: str, by_project: bool = True) -> str:
+    """Rows and tokens of `kind`'s index by owner (and project: schema 6)."""
     fts = FTS_INDEXES[kind]
+    project = "o.project, " if by_project else ""
     return f"""
-        SELECT o.owner_id, '{kind}', count(*),
+        SELECT o.owner_id, {project}'{kind}', count(*),
                coalesce(sum({TOKENS_FUNCTION}(d.sz, 0)), 0),
                coalesce(sum({TOKENS_FUNCTION}(d.sz, 1)), 0)
         FROM {kind} o JOIN {fts}_docsize d ON d.id = o.{ROWIDS[kind]}
-        WHERE {where} GROUP BY o.owner_id
+        WHERE {where} GROUP BY o.owner_id{", o.project" if by_project else ""}
     """
 
 
@@ -410,7 +412,9 @@ RECOUNT_FTS_STATS = [
     "DELETE FROM fts_stats WHERE owner_id = :owner",
     *(f"INSERT INTO fts_stats {_sizes_of(kind, 'o.owner_id = :owner')}" for kind in FTS_INDEXES),
 ]
-MIGRATIONS[5] += COUNT_FTS_STATS
+MIGRATIONS[5] += [
+    f"INSERT INTO fts_stats {_sizes_of(kind, 'true', by_project=False)}" for kind in FTS_INDEXES
+]
 # A process of an older chronomem that opened the file before it was migrated would
 # go on numbering rows the old way (the largest rowid + 1, another user's range),
 # where its user's searches never find them: such a row is refused instead.
@@ -426,14 +430,16 @@ MIGRATIONS[5] += [
     """
     for table, key in ROWIDS.items()
 ]
-# What the rows of `:rowids` (just indexed) add to `:owner`'s statistics.
+# What the rows of `:rowids` (just indexed) add to `:owner`'s statistics, by project.
 ADD_FTS_STATS = {
     kind: f"""
-        INSERT INTO fts_stats (owner_id, kind, rows, tokens_0, tokens_1)
-        SELECT :owner, '{kind}', count(*), coalesce(sum({TOKENS_FUNCTION}(sz, 0)), 0),
-               coalesce(sum({TOKENS_FUNCTION}(sz, 1)), 0)
-        FROM {fts}_docsize WHERE id IN (SELECT value FROM json_each(:rowids))
-        ON CONFLICT (owner_id, kind) DO UPDATE SET rows = rows + excluded.rows,
+        INSERT INTO fts_stats (owner_id, project, kind, rows, tokens_0, tokens_1)
+        SELECT :owner, t.project, '{kind}', count(*),
+               coalesce(sum({TOKENS_FUNCTION}(d.sz, 0)), 0),
+               coalesce(sum({TOKENS_FUNCTION}(d.sz, 1)), 0)
+        FROM {fts}_docsize d JOIN {kind} t ON t.{ROWIDS[kind]} = d.id
+        WHERE d.id IN (SELECT value FROM json_each(:rowids)) GROUP BY t.project
+        ON CONFLICT (owner_id, kind, project) DO UPDATE SET rows = rows + excluded.rows,
             tokens_0 = tokens_0 + excluded.tokens_0, tokens_1 = tokens_1 + excluded.tokens_1
     """
     for kind, fts in FTS_INDEXES.items()
@@ -444,6 +450,7 @@ RETYPE_FTS_STATS = f"""
     UPDATE fts_stats SET tokens_1 = tokens_1 + :sign * coalesce(
         (SELECT {TOKENS_FUNCTION}(sz, 1) FROM entity_fts_docsize WHERE id = :id), 0)
     WHERE owner_id = :owner AND kind = 'entity'
+      AND project = (SELECT project FROM entity WHERE id = :id)
 """
 
 # Projects are overlays (`overlay`): a closing made inside a project of a global fact
@@ -610,7 +617,25 @@ _COUNT_CHANGES = [
     ) GROUP BY entity_id, project
     """,
 ]
+# A search inside one context ranks by that context's rows alone (`ranking`): the
+# statistics are kept by project.
+_FTS_STATS_BY_PROJECT = [
+    "DROP TABLE fts_stats",
+    """
+    CREATE TABLE fts_stats (
+        owner_id INTEGER NOT NULL REFERENCES owner (id),
+        project TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        rows INTEGER NOT NULL,
+        tokens_0 INTEGER NOT NULL,
+        tokens_1 INTEGER NOT NULL,
+        PRIMARY KEY (owner_id, kind, project)
+    ) WITHOUT ROWID
+    """,
+    *COUNT_FTS_STATS,
+]
 MIGRATIONS[6] = [
+    *_FTS_STATS_BY_PROJECT,
     *_CLOSING_TABLES,
     *_ENTITY_CHANGE,
     # A key of this file's own, which read_graph's cursors are sealed with (`reads`).

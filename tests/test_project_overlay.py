@@ -32,12 +32,9 @@ async def everything(scope: MemoryScope) -> str:
         await scope.open_nodes(names=names, include_history=True),
         await scope.profile_card(),
     ]
-    for history in (False, True):
-        # Scores and their order are left out: BM25's word statistics are the user's,
-        # over all of their projects (README, "Security model").
-        found = await scope.search_nodes(query="plan tea Acme works", include_history=history)
-        hits = [hit.model_dump(mode="json", exclude={"score"}) for hit in found.hits]
-        parts.append(sorted(hits, key=lambda hit: hit["entity"]["name"]))
+    for history in (False, True):  # scores included: the ranking is the context's own
+        parts.append(await scope.search_nodes(query="plan tea Acme works", include_history=history))
+        parts.append(await scope.recall(query="plan tea Acme"))
     for name in names:
         try:
             parts.append(await scope.history(entity=name))
@@ -272,3 +269,31 @@ async def test_the_profile_card_orders_by_what_changed_in_its_own_context(
     assert (await project_b.profile_card()).entities == ["Ann", "Cid", "Ben"]
     assert (await world.profile_card(max_entities=1)).entities == ["Ben"]
     assert (await project_a.profile_card(max_entities=1)).entities == ["Ann"]
+
+
+async def test_a_projects_rows_move_no_score_outside_it(
+    world: MemoryScope, project_a: MemoryScope, project_b: MemoryScope
+) -> None:
+    """Ranking statistics are the context's own: a project storing many rows of the
+    same words (past the rows a query ranks at once, so its windows of common words
+    are taken too) changes no global or other project's result, scores included."""
+    for i in range(30):
+        await world.remember(entity=f"Cafe {i}", facts=[f"tea and cake number {i}"])
+        await world.record_turns(session_id="s", turns=[{"role": "user", "text": f"tea {i}"}])
+    await project_b.remember(entity="Cafe 1", facts=["tea in B"])
+    queries = ["tea cake", "tea", "cafe tea number 7"]
+
+    async def results(scope: MemoryScope) -> list[Any]:
+        found = [await scope.search_nodes(query=q, limit=20) for q in queries]
+        return [r.model_dump() for r in found] + [(await scope.recall(query="tea")).model_dump()]
+
+    before = {"global": await results(world), "B": await results(project_b)}
+    for batch in range(30):
+        facts = [f"tea and cake in A {batch} {i}" for i in range(50)]
+        await project_a.remember(entity=f"Cafe {batch % 5}", facts=facts)
+        turns = [{"role": "user", "text": f"tea cake {i}"} for i in range(50)]
+        await project_a.record_turns(session_id="a", turns=turns)
+    assert await results(world) == before["global"]
+    assert await results(project_b) == before["B"]
+    in_a = await project_a.search_nodes(query="tea cake", limit=20)
+    assert in_a.hits and in_a.model_dump() != before["global"][0]

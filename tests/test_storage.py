@@ -172,13 +172,14 @@ async def test_a_newer_schema_is_refused(db_path: Path) -> None:
 
 HOT_STATEMENTS = {
     **{
-        f"{kind} {step}": sql
+        f"{kind} {step}{' in context' if scoped else ''}": sql
         for kind, index in INDEXES.items()
+        for scoped in (False, True)
         for step, sql in (
-            ("count", _count_sql(index.fts, 2)),
-            ("scored rows", _scored_sql(index.fts, (0, len(index.columns) - 1))),
-            ("newest rows", _newest_rows_sql(index.fts, 2)),
-            ("rows with every word", _all_words_sql(index.fts)),
+            ("count", _count_sql(index, 2, scoped)),
+            ("scored rows", _scored_sql(index, (0, len(index.columns) - 1), scoped)),
+            ("newest rows", _newest_rows_sql(index, 2, scoped)),
+            ("rows with every word", _all_words_sql(index, scoped)),
             ("statistics added", ADD_FTS_STATS[kind]),
         )
     },
@@ -498,7 +499,7 @@ async def test_search_statistics_follow_every_write_retype_import_and_purge(
             ]
         )
         kept, counted = _stats_and_recount(db_path)
-        assert kept == counted and len(kept) == 7  # v has no turns
+        assert kept == counted and len(kept) == 11  # u: 4 kinds, in p too; v: no turns
         await u.purge("session", session_id="s2")
         assert _stats_and_recount(db_path)[0] == _stats_and_recount(db_path)[1]
         await project.purge("project")
