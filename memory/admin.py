@@ -70,6 +70,7 @@ PURGE = {
         ("closings", "DELETE FROM observation_closing WHERE owner_id = :owner"),
         ("closings", "DELETE FROM relation_closing WHERE owner_id = :owner"),
         ("", "DELETE FROM entity_change WHERE owner_id = :owner"),
+        ("", "DELETE FROM project_entity_type WHERE owner_id = :owner"),
         ("turns", "DELETE FROM turn WHERE owner_id = :owner"),
         ("relations", "DELETE FROM relation WHERE owner_id = :owner"),
         ("observations", "DELETE FROM observation WHERE owner_id = :owner"),
@@ -85,6 +86,7 @@ PURGE = {
             DELETE FROM relation_closing WHERE owner_id = :owner AND project = :project
         """),
         ("", "DELETE FROM entity_change WHERE owner_id = :owner AND project = :project"),
+        ("", "DELETE FROM project_entity_type WHERE owner_id = :owner AND project = :project"),
         ("turns", "DELETE FROM turn WHERE owner_id = :owner AND project = :project"),
         ("relations", "DELETE FROM relation WHERE owner_id = :owner AND project = :project"),
         ("observations", "DELETE FROM observation WHERE owner_id = :owner AND project = :project"),

@@ -30,7 +30,7 @@ from .validation import (
 
 __all__ = ["KINDS", "decode", "plain_step", "record_steps"]
 
-KINDS = ("entity", "observation", "relation", "closing", "turn")
+KINDS = ("entity", "entity_type", "observation", "relation", "closing", "turn")
 
 
 def decode(line: str) -> Any:
@@ -207,6 +207,12 @@ def _own_record(record: dict[str, Any]) -> tuple[Any, ...]:
         return ("turn", *_turn_values(record), project)
     if kind == "closing":
         return ("closing", _identifier(record), *_closing_values(record, project))
+    if kind == "entity_type":
+        if project is None:
+            raise ValueError("field 'project' is missing: an entity_type is a project's own")
+        name, entity_type = _field(record, "name"), _field(record, "entity_type")
+        parse_arguments(RememberArgs, entity=name, facts=["x"], entity_type=entity_type)
+        return ("entity_type", name, entity_type, project)
     times = _history_times(record)
     identifier = _identifier(record)
     if kind == "observation":

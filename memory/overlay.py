@@ -6,6 +6,10 @@ itself stays open for every other reading context. A read sees each row through
 `SEEN`: the row with its own closing, or, for a global row read inside P, with P's
 closing where P has one. A closing made globally is written on the row and applies
 everywhere, except where a project had already closed the row for itself.
+
+An entity's type works the same way: a type given inside P for an entity that existed
+before the call is P's own (`project_entity_type`), and `SEEN["entity"]` shows it
+inside P.
 """
 
 from __future__ import annotations
@@ -43,6 +47,18 @@ def _seen(table: str) -> str:
 
 
 SEEN = {table: _seen(table) for table in CLOSINGS}
+SEEN["entity"] = """(
+    SELECT t.id, t.owner_id, t.project, t.name, t.name_key, t.recorded_at, t.changed_at,
+           CASE WHEN c.entity_id IS NULL THEN t.entity_type ELSE c.entity_type END
+               AS entity_type
+    FROM entity t
+    LEFT JOIN project_entity_type c ON c.entity_id = t.id AND c.project = :p AND :p <> ''
+)"""
+SET_PROJECT_TYPE = """
+    INSERT INTO project_entity_type (entity_id, project, owner_id, entity_type)
+    VALUES (:id, :project, :owner, :entity_type)
+    ON CONFLICT (entity_id, project) DO UPDATE SET entity_type = excluded.entity_type
+"""
 
 # A closing of P: one row per (row, project). A row is only ever closed once in a
 # context (only open rows are closed), so a conflict is a retried write.

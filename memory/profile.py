@@ -26,14 +26,15 @@ __all__ = ["profile_card", "session_context"]
 # was done inside a project in `entity_change`; inside a project, the two orders are
 # merged (`_recent_entities`).
 RECENT_ENTITIES = f"""
-    SELECT e.*, e.changed_at AS seen_at FROM entity e
+    SELECT e.*, e.changed_at AS seen_at FROM {SEEN["entity"]} e
     WHERE {ENTITY_VISIBLE}
       AND (e.changed_at < :changed_at OR (e.changed_at = :changed_at AND e.id < :id))
     ORDER BY e.changed_at DESC, e.id DESC
     LIMIT :batch
 """
 RECENT_IN_PROJECT = f"""
-    SELECT e.*, c.changed_at AS seen_at FROM entity_change c JOIN entity e ON e.id = c.entity_id
+    SELECT e.*, c.changed_at AS seen_at
+    FROM entity_change c JOIN {SEEN["entity"]} e ON e.id = c.entity_id
     WHERE c.owner_id = :owner AND c.project = :p AND {ENTITY_VISIBLE}
       AND (c.changed_at < :changed_at OR (c.changed_at = :changed_at AND c.entity_id < :id))
     ORDER BY c.changed_at DESC, c.entity_id DESC

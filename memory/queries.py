@@ -60,7 +60,7 @@ ENTITY_VISIBLE = """
 """
 
 SELECT_VISIBLE_ENTITIES = f"""
-    SELECT e.* FROM entity e
+    SELECT e.* FROM {SEEN["entity"]} e
     WHERE e.name_key IN (SELECT value FROM json_each(:keys)) AND {ENTITY_VISIBLE}
 """
 

@@ -24,6 +24,7 @@ from .models import (
     TimelineRelation,
 )
 from .names import match_key
+from .overlay import SEEN
 from .queries import (
     ENTITY_VISIBLE,
     ScopeKey,
@@ -72,7 +73,7 @@ def open_nodes(tx: Tx, scope: ScopeKey, args: OpenNodesArgs) -> OpenNodesResult:
 
 
 SELECT_PAGE = f"""
-    SELECT e.* FROM entity e
+    SELECT e.* FROM {SEEN["entity"]} e
     WHERE e.id > :after AND {ENTITY_VISIBLE}
     ORDER BY e.id LIMIT :limit
 """

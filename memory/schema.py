@@ -634,8 +634,21 @@ _FTS_STATS_BY_PROJECT = [
     """,
     *COUNT_FTS_STATS,
 ]
+_PROJECT_ENTITY_TYPE = [
+    """
+    CREATE TABLE project_entity_type (
+        entity_id INTEGER NOT NULL REFERENCES entity (id),
+        project TEXT NOT NULL CHECK (project <> ''),
+        owner_id INTEGER NOT NULL REFERENCES owner (id),
+        entity_type TEXT NOT NULL,
+        PRIMARY KEY (entity_id, project)
+    ) WITHOUT ROWID
+    """,
+    "CREATE INDEX project_entity_type_scope ON project_entity_type (owner_id, project)",
+]
 MIGRATIONS[6] = [
     *_FTS_STATS_BY_PROJECT,
+    *_PROJECT_ENTITY_TYPE,
     *_CLOSING_TABLES,
     *_ENTITY_CHANGE,
     # A key of this file's own, which read_graph's cursors are sealed with (`reads`).

@@ -112,7 +112,9 @@ def _relation_rows(include_history: bool) -> str:
 
 FACT_ROWS = {history: _fact_rows(history) for history in (False, True)}
 RELATION_ROWS = {history: _relation_rows(history) for history in (False, True)}
-SELECT_ENTITIES_BY_ID = "SELECT * FROM entity WHERE id IN (SELECT value FROM json_each(:ids))"
+SELECT_ENTITIES_BY_ID = f"""
+    SELECT e.* FROM {SEEN["entity"]} e WHERE e.id IN (SELECT value FROM json_each(:ids))
+"""
 
 
 @dataclass
@@ -220,7 +222,7 @@ def find_entities(
         # Only the best `limit` need their rows (ties on the score go by changed_at).
         cut = sorted(scores.values(), reverse=True)[limit - 1]
         ids = [entity_id for entity_id in ids if scores[entity_id] >= cut]
-    rows = tx.all(SELECT_ENTITIES_BY_ID, {"ids": json_list(ids)})
+    rows = tx.all(SELECT_ENTITIES_BY_ID, scope.params(owner, ids=json_list(ids)))
     if entity_type is not None:
         wanted = match_key(entity_type)
         rows = [row for row in rows if match_key(row["entity_type"]) == wanted]

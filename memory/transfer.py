@@ -22,7 +22,7 @@ from .errors import InvalidInputError
 from .import_check import Step
 from .models import RelateArgs, RememberArgs
 from .names import match_key
-from .overlay import CLOSINGS
+from .overlay import CLOSINGS, SET_PROJECT_TYPE
 from .queries import GLOBAL, ScopeKey, ensure_owner
 from .schema import UPSERT_ENTITY_CHANGE
 from .store import Tx, json_list
@@ -68,6 +68,13 @@ EXPORT_RELATIONS = """
     FROM relation r JOIN entity s ON s.id = r.source_id JOIN entity t ON t.id = r.target_id
     WHERE r.owner_id = :owner AND (:project IS NULL OR r.project = :project) ORDER BY r.seq
 """
+# The types projects gave entities for themselves (`overlay`), after the entities.
+EXPORT_PROJECT_TYPES = """
+    SELECT e.name, c.project, c.entity_type
+    FROM project_entity_type c JOIN entity e ON e.id = c.entity_id
+    WHERE c.owner_id = :owner AND (:project IS NULL OR c.project = :project)
+    ORDER BY c.entity_id, c.project
+"""
 # A project's closings of global rows (`overlay`), after the rows they close.
 EXPORT_CLOSINGS = {
     table: f"""
@@ -107,6 +114,15 @@ def export_records(tx: Tx, project: str | None) -> list[dict[str, Any]]:
                 "entity_type": row["entity_type"],
                 "project": row["project"] or None,
                 "recorded_at": _time(row["recorded_at"]),
+            }
+        )
+    for row in tx.all(EXPORT_PROJECT_TYPES, params):
+        records.append(
+            {
+                "type": "entity_type",
+                "name": row["name"],
+                "entity_type": row["entity_type"],
+                "project": row["project"],
             }
         )
     for row in tx.all(EXPORT_OBSERVATIONS, params):
@@ -572,8 +588,19 @@ def _write_closing(
     batch.latest = max(batch.latest, invalidated_at)
 
 
+def _write_project_type(batch: Batch, name: str, entity_type: str, project: str) -> None:
+    """The type a project gave an entity of this memory for itself."""
+    tx = batch.tx
+    row = tx.one(FIND_ENTITY, {"owner": tx.owner, "key": match_key(name)})
+    if row is None:
+        raise InvalidInputError(f"name: no entity named {name!r} in this memory for this type")
+    values = {"id": row["id"], "project": project, "owner": tx.owner, "entity_type": entity_type}
+    tx.run(SET_PROJECT_TYPE, values)
+
+
 WRITERS: dict[str, Callable[..., None]] = {  # the reference format's steps, one at a time
     "closing": _write_closing,
+    "entity_type": _write_project_type,
     "reference_entity": _write_reference_entity,
     "remember": _remember,
     "relate": _relate,

@@ -24,7 +24,7 @@ from .models import (
     RememberResult,
 )
 from .names import display_name, match_key, relation_type
-from .overlay import CLOSE_ROW, INSERT_CLOSING, SEEN, closing_rows
+from .overlay import CLOSE_ROW, INSERT_CLOSING, SEEN, SET_PROJECT_TYPE, closing_rows
 from .queries import (
     RELATION_COLUMNS,
     SELECT_OBSERVATION_BY_ID,
@@ -48,7 +48,9 @@ def new_id(prefix: str) -> str:
 
 # ---------------------------------------------------------------- entities
 
-SELECT_ENTITY = "SELECT * FROM entity WHERE owner_id = :owner AND name_key = :key"
+SELECT_ENTITY = (
+    f"SELECT e.* FROM {SEEN['entity']} e WHERE e.owner_id = :owner AND e.name_key = :key"
+)
 INSERT_ENTITY = """
     INSERT INTO entity (id, owner_id, project, name, name_key, entity_type, recorded_at,
                         changed_at)
@@ -72,8 +74,9 @@ class EntityRow:
 def upsert_entity(
     tx: Tx, scope: ScopeKey, owner: int, name: str, entity_type: str | None
 ) -> EntityRow:
-    """The entity named `name`, created if new; a given type replaces the old one."""
-    row = tx.one(SELECT_ENTITY, {"owner": owner, "key": match_key(name)})
+    """The entity named `name`, created if new; a given type replaces the old one (in
+    a project, for that project only, unless the entity is new in this transaction)."""
+    row = tx.one(SELECT_ENTITY, scope.params(owner, key=match_key(name)))
     if row is None:
         kind = entity_type or GENERAL
         entity_id = tx.add(
@@ -91,7 +94,14 @@ def upsert_entity(
         return EntityRow(entity_id, display_name(name), kind, created=True)
     kind = row["entity_type"]
     if entity_type is not None and entity_type != kind:
-        retype(tx, row["id"], entity_type)
+        if scope.project and row["recorded_at"] < tx.now:
+            tx.run(
+                SET_PROJECT_TYPE,
+                {"id": row["id"], "project": scope.project, "owner": owner,
+                 "entity_type": entity_type},
+            )  # fmt: skip
+        else:
+            retype(tx, row["id"], entity_type)
         kind = entity_type
     return EntityRow(row["id"], row["name"], kind, created=False)
 

@@ -171,7 +171,11 @@ async def test_export_and_import_keep_a_projects_closings(
 ) -> None:
     ids = await _global_memory(world)
     await project_a.forget(ids=[ids["tea"], ids["job"]], reason="not in A")
+    await project_a.remember(entity="Acme", entity_type="client", facts=["pays late"])
     lines = list(export_lines(await world.export()))
+    assert {"type": "entity_type", "name": "Acme", "entity_type": "client", "project": "A"} in [
+        json.loads(line) for line in lines
+    ]
     closings = [json.loads(line) for line in lines if '"type":"closing"' in line]
     assert {c["id"] for c in closings} == {ids["tea"], ids["job"]}
     assert {c["project"] for c in closings} == {"A"}
@@ -205,7 +209,13 @@ async def test_purging_a_project_erases_its_closings(
 def _as_schema_5(path: Path) -> None:
     """The file as schema 5 left it: no closing tables, the old closing triggers."""
     conn = sqlite3.connect(path)
-    for table in ("observation_closing", "relation_closing", "entity_change", "file_secret"):
+    for table in (
+        "observation_closing",
+        "relation_closing",
+        "entity_change",
+        "file_secret",
+        "project_entity_type",
+    ):
         conn.execute(f"DROP TABLE {table}")
     for table in ("observation", "relation"):
         conn.execute(f"DROP TRIGGER {table}_closed")
@@ -297,3 +307,29 @@ async def test_a_projects_rows_move_no_score_outside_it(
     assert await results(project_b) == before["B"]
     in_a = await project_a.search_nodes(query="tea cake", limit=20)
     assert in_a.hits and in_a.model_dump() != before["global"][0]
+
+
+async def test_a_type_given_inside_a_project_is_the_projects_own(
+    world: MemoryScope, project_a: MemoryScope, project_b: MemoryScope
+) -> None:
+    await world.remember(entity="Acme", entity_type="company", facts=["makes anvils"])
+    result = await project_a.remember(entity="Acme", entity_type="client", facts=["pays late"])
+    assert result.entity.entity_type == "client"
+    new = await project_a.relate(
+        source="Rex", relation="likes", source_type="dog", target="Rex", target_type="pet"
+    )
+    assert new.created_entities == ["Rex"]
+
+    def types(graph: Any) -> dict[str, str]:
+        return {e.name: e.entity_type for e in graph.entities}
+
+    assert types(await project_a.read_graph()) == {"Acme": "client", "Rex": "pet"}
+    assert types(await world.read_graph()) == {"Acme": "company"}
+    assert types(await project_b.open_nodes(names=["Acme"])) == {"Acme": "company"}
+    clients = await project_a.search_nodes(query="anvils", entity_type="client")
+    assert [hit.entity.name for hit in clients.hits] == ["Acme"]
+    assert (await world.search_nodes(query="anvils", entity_type="client")).hits == []
+    await world.remember(entity="Acme", entity_type="maker", facts=["old firm"])
+    assert types(await project_a.open_nodes(names=["Acme"])) == {"Acme": "client"}
+    assert types(await project_b.open_nodes(names=["Acme"])) == {"Acme": "maker"}
+    assert "(client)" in (await project_a.profile_card()).text

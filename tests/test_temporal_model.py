@@ -47,6 +47,10 @@ class Ent:
     type: str
     project: str
     recorded_at: int
+    types: dict[str, str] = field(default_factory=dict)  # a project's own types
+
+    def type_in(self, ctx: str | None) -> str:
+        return self.types.get(ctx, self.type) if ctx else self.type
 
 
 @dataclass
@@ -163,7 +167,7 @@ class Model:
         rows = self.in_ctx(ctx)
         touching = [r for r in rows if not r.is_fact and (r.source in found or r.target in found)]
         return {
-            "entities": [self.entity_view(k, rows, as_of, known_at, history) for k in found],
+            "entities": [self.entity_view(k, rows, as_of, known_at, history, ctx) for k in found],
             "relations": [
                 self.view(r, as_of, known_at)
                 for r in self.shown(touching, as_of, known_at, history)
@@ -176,7 +180,7 @@ class Model:
         rows = self.in_ctx(ctx)
         outgoing = [r for r in rows if not r.is_fact and r.source in page]
         return {
-            "entities": [self.entity_view(k, rows, as_of, known_at, history) for k in page],
+            "entities": [self.entity_view(k, rows, as_of, known_at, history, ctx) for k in page],
             "relations": [
                 self.view(r, as_of, known_at)
                 for r in self.shown(outgoing, as_of, known_at, history)
@@ -185,11 +189,11 @@ class Model:
             "next_cursor": None,
         }
 
-    def entity_view(self, k, rows, as_of, known_at, history) -> dict[str, Any]:
+    def entity_view(self, k, rows, as_of, known_at, history, ctx) -> dict[str, Any]:
         facts = [r for r in rows if r.is_fact and r.entity == k]
         return {
             "name": self.entities[k].name,
-            "entity_type": self.entities[k].type,
+            "entity_type": self.entities[k].type_in(ctx),
             "observations": [
                 self.view(r, as_of, known_at) for r in self.shown(facts, as_of, known_at, history)
             ],
@@ -202,8 +206,12 @@ class Model:
             display = " ".join(name.split())
             self.entities[k] = Ent(display, kind or "general", ctx or "", now)
             return True
-        if kind:
-            self.entities[k].type = kind
+        ent = self.entities[k]
+        if kind and kind != ent.type_in(ctx):
+            if ctx and ent.recorded_at < now:  # a project's own type
+                ent.types[ctx] = kind
+            else:
+                ent.type = kind
         return False
 
     def replaced(self, ctx, ids, want_fact: bool, valid_from: int) -> list[Row]:
