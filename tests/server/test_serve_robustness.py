@@ -1,0 +1,117 @@
+"""`chronomem serve` as a client meets it when things go wrong around it: the
+database file deleted or replaced while serving, text that is not valid UTF-8 on
+stdio, a stop by SIGTERM or SIGINT, a port already taken, plain-text logs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import CHRONOMEM
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and pipes")
+
+INITIALIZE = {
+    "protocolVersion": "2025-06-18",
+    "capabilities": {},
+    "clientInfo": {"name": "test", "version": "1"},
+}
+INITIALIZED = b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n'
+
+
+def _request(number: int, method: str, params: dict[str, Any]) -> bytes:
+    message = {"jsonrpc": "2.0", "id": number, "method": method, "params": params}
+    return json.dumps(message).encode() + b"\n"
+
+
+def _call(number: int, tool: str, **arguments: Any) -> bytes:
+    return _request(number, "tools/call", {"name": tool, "arguments": arguments})
+
+
+class Stdio:
+    """`chronomem serve` over pipes, spoken to one request at a time."""
+
+    def __init__(self, db: Path) -> None:
+        self.process = subprocess.Popen(
+            [CHRONOMEM, "serve", "--db", str(db)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "CHRONOMEM_DB": ""},
+        )
+        self.send(_request(0, "initialize", INITIALIZE))
+        self.send(INITIALIZED, answered=False)
+
+    def send(self, line: bytes, answered: bool = True) -> dict[str, Any]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(line)
+        self.process.stdin.flush()
+        return json.loads(self.process.stdout.readline()) if answered else {}
+
+    def finish(self) -> str:
+        """Close stdin, wait for the end; returns stderr."""
+        _, stderr = self.process.communicate(timeout=30)
+        assert self.process.returncode == 0, stderr.decode()
+        return stderr.decode()
+
+
+@contextmanager
+def stdio(db: Path) -> Iterator[Stdio]:
+    server = Stdio(db)
+    try:
+        yield server
+    finally:
+        if server.process.poll() is None:
+            server.process.kill()
+            server.process.communicate()
+
+
+def _stored_facts(db: Path) -> list[str]:
+    with sqlite3.connect(db) as conn:
+        return [text for (text,) in conn.execute("SELECT text FROM observation ORDER BY text")]
+
+
+# ---------------------------------------------------------------- the file deleted
+
+
+def _delete_file(db: Path) -> None:
+    db.unlink()
+
+
+def _delete_wal(db: Path) -> None:
+    Path(f"{db}-wal").unlink()
+
+
+def _replace_file(db: Path) -> None:
+    shutil.copy(db, db.with_suffix(".copy"))
+    os.replace(db.with_suffix(".copy"), db)
+
+
+@pytest.mark.parametrize("accident", [_delete_file, _delete_wal, _replace_file])
+def test_writes_are_refused_once_the_database_file_is_deleted_or_replaced(
+    tmp_path: Path, accident: Any
+) -> None:
+    db = tmp_path / "memory.db"
+    with stdio(db) as server:
+        first = server.send(_call(1, "remember", entity="Alice", facts=["likes tea"]))
+        assert first["result"]["isError"] is False
+        accident(db)
+        refused = server.send(_call(2, "remember", entity="Alice", facts=["runs 5k"]))["result"]
+        assert refused["isError"] is True
+        message = refused["content"][0]["text"]
+        assert str(db) in message and "deleted or replaced" in message, message
+        assert "restart" in message.lower()
+        # Reads still answer from what the server holds.
+        assert server.send(_call(3, "search_nodes", query="tea"))["result"]["isError"] is False
+        stderr = server.finish()
+    assert "Traceback" not in stderr
