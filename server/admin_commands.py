@@ -16,7 +16,8 @@ from rich.tree import Tree
 from memory import MemoryScope
 
 from .cli import main, scope_options
-from .commands import emit, json_option, run, run_on_file, time_options
+from .commands import emit, json_option, require_database, run, run_on_file, time_options
+from .settings import resolve_db
 
 
 @main.command()
@@ -157,7 +158,7 @@ def import_(file, as_json, **scope):  # type: ignore[no-untyped-def]
                 task = progress.add_task("importing", total=sum(1 for n in counted if n.strip()))
                 return await s.import_lines(lines, progress=lambda n: progress.advance(task, n))
 
-    result = run(scope, load)
+    result = run(scope, load, creates=True)
     emit(result, as_json, lambda r: (
         f"imported {r.lines:,} lines: {r.entities:,} entities, {r.observations:,} facts, "
         f"{r.relations:,} relations, {r.turns:,} turns ({r.skipped:,} already present)"
@@ -189,7 +190,12 @@ def purge(ctx, session_id, yes, as_json, **scope):  # type: ignore[no-untyped-de
     if not yes and not click.confirm(f"Erase {target} in app {scope['app']!r} for good?", err=True):
         click.echo("nothing erased", err=True)
         sys.exit(1)
+    require_database(resolve_db(scope["db"]))  # before asking
     result = run(scope, lambda s: s.purge(what, session_id=session_id))
+    if not (result.entities or result.observations or result.relations or result.turns):
+        click.echo(f"chronomem: nothing to erase: {target} in app {scope['app']!r} holds "
+                   "nothing", err=True)  # fmt: skip
+        sys.exit(2)
     emit(result, as_json, lambda r: (
         f"erased {target}: {r.entities:,} entities, {r.observations:,} facts, "
         f"{r.relations:,} relations, {r.turns:,} turns"
