@@ -5,9 +5,13 @@ The other subcommands live in `commands.py` and `admin_commands.py`.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -149,17 +153,54 @@ def serve(
         config = json.dumps(client_config(transport, host, port, settings), indent=2)
         click.echo(f"chronomem: client configuration:\n{config}", err=True)
 
+    stopped_by: list[int] = []
+
     async def open_and_serve() -> None:
         async with settings.open_memory() as memory:
-            await run(build_server(settings, memory), settings, transport, host, port)
+            with (
+                anyio.CancelScope() as serving,
+                stopped_by_signals(serving if transport == "stdio" else None, stopped_by),
+            ):
+                await run(build_server(settings, memory), settings, transport, host, port)
 
     try:
         anyio.run(open_and_serve, backend_options=backend_options(transport))
     except DatabaseFileError as exc:
         click.echo(f"chronomem: {exc}", err=True)
         sys.exit(1)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # a second Ctrl-C, or one before serving began
         pass
+    if signal.SIGTERM in stopped_by:  # closed cleanly: now end as SIGTERM ends a process
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+@contextmanager
+def stopped_by_signals(serving: anyio.CancelScope | None, received: list[int]) -> Iterator[None]:
+    """SIGTERM and SIGINT stop serving cleanly, noted in `received`, so the database is
+    checkpointed and closed as the server unwinds (SIGTERM's default ends the process
+    at once, leaving -wal and -shm behind). Over stdio the signal cancels `serving`;
+    over HTTP (`serving` None) uvicorn stops by itself on both, answering what it is
+    answering first, and the event loop still hears of the signal, only to note it.
+    A second SIGINT while stopping stdio is Python's KeyboardInterrupt again."""
+    loop = asyncio.get_running_loop()
+
+    def stop(signum: int) -> None:
+        received.append(signum)
+        if serving is not None:
+            serving.cancel()
+            loop.remove_signal_handler(signal.SIGINT)
+
+    handled = []
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        with suppress(NotImplementedError, RuntimeError, ValueError):  # Windows, a thread
+            loop.add_signal_handler(signum, stop, signum)
+            handled.append(signum)
+    try:
+        yield
+    finally:
+        for signum in handled:
+            loop.remove_signal_handler(signum)
 
 
 @main.group()

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import stat
 import sys
 from collections.abc import AsyncIterator
@@ -161,18 +160,6 @@ def _private_copy(fd: int) -> int:
     return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
 
 
-def _die_restoring(modes: dict[int, bool]) -> None:
-    """SIGTERM ends the process without unwinding (its default): put the blocking
-    modes of the wire's open files back first (`modes`: by a descriptor of each),
-    since whoever shares them (a wrapper script, say) would find them non-blocking,
-    then die of it as usual."""
-    for fd, mode in modes.items():
-        with suppress(OSError):
-            os.set_blocking(fd, mode)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGTERM)
-
-
 def _servable() -> bool:
     """Whether stdin and stdout are pipes or sockets."""
     if sys.platform == "win32":
@@ -201,8 +188,6 @@ async def claimed_pipes() -> AsyncIterator[tuple[PipeLines, PipeWriter] | None]:
     read_transport: asyncio.ReadTransport | None = None
 
     def release() -> None:
-        with suppress(RuntimeError, ValueError):
-            loop.remove_signal_handler(signal.SIGTERM)
         if read_transport is not None:
             read_transport.close()  # stops watching stdin at once
         wire_in.close()
@@ -218,9 +203,6 @@ async def claimed_pipes() -> AsyncIterator[tuple[PipeLines, PipeWriter] | None]:
             lambda: asyncio.StreamReaderProtocol(reader, loop=loop), wire_in
         )
         os.set_blocking(wire_out, False)
-        wire_modes = {saved[fd]: mode for fd, mode in blocking.items()}
-        with suppress(RuntimeError, ValueError):  # only the main thread's loop can
-            loop.add_signal_handler(signal.SIGTERM, _die_restoring, wire_modes)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import CHRONOMEM
+from .conftest import CHRONOMEM, free_port, http_client, running_server, wait_for_port
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and pipes")
 
@@ -115,3 +116,58 @@ def test_writes_are_refused_once_the_database_file_is_deleted_or_replaced(
         assert server.send(_call(3, "search_nodes", query="tea"))["result"]["isError"] is False
         stderr = server.finish()
     assert "Traceback" not in stderr
+
+
+# ---------------------------------------------------------------- stopping
+
+
+def _facts_in_the_main_file(db: Path, tmp_path: Path) -> list[str]:
+    """What the database file alone holds, without its -wal."""
+    alone = tmp_path / "alone.db"
+    shutil.copy(db, alone)
+    return _stored_facts(alone)
+
+
+def _wal_is_gone_or_empty(db: Path) -> bool:
+    wal = Path(f"{db}-wal")
+    return not wal.exists() or wal.stat().st_size == 0
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_to_a_stdio_server_checkpoints_and_closes(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    db = tmp_path / "memory.db"
+    with stdio(db) as server:
+        assert server.send(_call(1, "remember", entity="Alice", facts=["likes tea"]))["result"]
+        assert not _wal_is_gone_or_empty(db)  # the fact is in the WAL so far
+        server.process.send_signal(stop)
+        _, stderr = server.process.communicate(timeout=30)
+    assert server.process.returncode in (0, -stop), stderr.decode()
+    assert "Traceback" not in stderr.decode()
+    assert _wal_is_gone_or_empty(db)
+    assert _facts_in_the_main_file(db, tmp_path) == ["likes tea"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("transport", ["http", "sse"])
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+async def test_a_signal_to_an_http_server_checkpoints_and_closes(
+    tmp_path: Path, transport: str, stop: signal.Signals
+) -> None:
+    db = tmp_path / "memory.db"
+    port = free_port()
+    path = "/mcp" if transport == "http" else "/sse"
+    args = ["--db", str(db), "--transport", transport, "--port", str(port)]
+    with running_server(*args) as process:
+        await wait_for_port(port, process)
+        async with http_client(f"http://127.0.0.1:{port}{path}") as client:
+            done = await client.call_tool("remember", {"entity": "Alice", "facts": ["likes tea"]})
+            assert not done.is_error
+        assert not _wal_is_gone_or_empty(db)
+        process.send_signal(stop)
+        _, stderr = process.communicate(timeout=30)
+    assert process.returncode in (0, -stop), stderr
+    assert "Traceback" not in stderr
+    assert _wal_is_gone_or_empty(db)
+    assert _facts_in_the_main_file(db, tmp_path) == ["likes tea"]
