@@ -57,7 +57,7 @@ def test_a_write_still_creates_a_new_database(cli: Cli) -> None:
         ["--user", "bob"],
         ["--user", "alice", "--project", "garden"],
         ["--user", "alice", "--session", "s9"],
-    ],  # fmt: skip
+    ],
     ids=["user", "project", "session"],
 )
 def test_a_purge_of_what_holds_nothing_says_so(cli: Cli, what: list[str]) -> None:

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -171,3 +172,50 @@ async def test_a_signal_to_an_http_server_checkpoints_and_closes(
     assert "Traceback" not in stderr
     assert _wal_is_gone_or_empty(db)
     assert _facts_in_the_main_file(db, tmp_path) == ["likes tea"]
+
+
+# ---------------------------------------------------------------- starting
+
+
+def _serve_until_end_of_input(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [CHRONOMEM, "serve", *args], input="", capture_output=True, text=True, timeout=60,
+        env={**os.environ, "CHRONOMEM_DB": ""},
+    )  # fmt: skip
+
+
+def test_serve_says_when_it_creates_a_new_database(tmp_path: Path) -> None:
+    db = tmp_path / "memory.db"
+    first = _serve_until_end_of_input("--db", str(db))
+    assert first.returncode == 0, first.stderr
+    assert f"creating a new, empty database at {db}" in first.stderr
+    again = _serve_until_end_of_input("--db", str(db))
+    assert "new, empty database" not in again.stderr
+
+
+def test_serve_refuses_a_port_in_use_before_printing_the_configuration(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        args = ["--db", str(tmp_path / "memory.db"), "--transport", "http", "--port", str(port)]
+        refused = _serve_until_end_of_input(*args)
+    assert refused.returncode == 1
+    assert refused.stderr.count("\n") == 1, refused.stderr
+    assert f"127.0.0.1:{port}" in refused.stderr and "in use" in refused.stderr
+    assert not (tmp_path / "memory.db").exists()
+
+
+def test_server_logs_are_plain_text_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
+    """What the SDK logs (here: a tool failing on a table dropped under the server)
+    comes as plain lines, not rich's panels drawn for a terminal."""
+    db = tmp_path / "memory.db"
+    with stdio(db) as server:
+        assert server.send(_call(1, "remember", entity="Alice", facts=["likes tea"]))["result"]
+        with sqlite3.connect(db) as conn:
+            conn.execute("DROP TABLE tx_clock")
+        failed = server.send(_call(2, "remember", entity="Alice", facts=["runs 5k"]))["result"]
+        assert failed["isError"] is True
+        stderr = server.finish()
+    assert "Traceback (most recent call last)" in stderr
+    assert not set("╭│╰─") & set(stderr), stderr
