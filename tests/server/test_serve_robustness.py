@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -46,6 +47,7 @@ class Stdio:
     def __init__(self, db: Path) -> None:
         self.process = subprocess.Popen(
             [CHRONOMEM, "serve", "--db", str(db)],
+            bufsize=0,  # unbuffered, so that `select` sees every answer not yet read
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -58,7 +60,12 @@ class Stdio:
         assert self.process.stdin is not None and self.process.stdout is not None
         self.process.stdin.write(line)
         self.process.stdin.flush()
-        return json.loads(self.process.stdout.readline()) if answered else {}
+        if not answered:
+            return {}
+        # A guard against a request never answered, not a measure of speed.
+        ready, _, _ = select.select([self.process.stdout], [], [], 60)
+        assert ready, "no answer"
+        return json.loads(self.process.stdout.readline())
 
     def finish(self) -> str:
         """Close stdin, wait for the end; returns stderr."""
@@ -117,6 +124,37 @@ def test_writes_are_refused_once_the_database_file_is_deleted_or_replaced(
         assert server.send(_call(3, "search_nodes", query="tea"))["result"]["isError"] is False
         stderr = server.finish()
     assert "Traceback" not in stderr
+
+
+# ---------------------------------------------------------------- bad text on stdio
+
+
+@pytest.mark.parametrize(
+    ("raw", "field", "problem"),
+    [
+        (b'"caf\xe9"', "entity", "is not valid UTF-8 (byte 0xe9)"),
+        (b'"caf\\ud800"', "entity", "contains an unpaired surrogate"),
+    ],
+    ids=["invalid UTF-8", "lone surrogate"],
+)
+def test_stdio_answers_text_that_is_not_utf8_with_an_error_naming_the_field(
+    tmp_path: Path, raw: bytes, field: str, problem: str
+) -> None:
+    db = tmp_path / "memory.db"
+    bad = (
+        b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "remember", '
+        b'"arguments": {"entity": ' + raw + b', "facts": ["likes tea"]}}}\n'
+    )
+    with stdio(db) as server:
+        answer = server.send(bad)
+        assert answer["id"] == 1
+        assert answer["error"]["message"] == f"{field}: {problem}; send valid UTF-8 text"
+        # The server goes on; a pair of surrogates (one character) is text.
+        emoji = server.send(_call(2, "remember", entity="Alice", facts=["likes \U0001f375"]))
+        assert emoji["result"]["isError"] is False
+        stderr = server.finish()
+    assert "Traceback" not in stderr
+    assert _stored_facts(db) == ["likes \U0001f375"]
 
 
 # ---------------------------------------------------------------- stopping
