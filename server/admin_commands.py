@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -148,17 +150,31 @@ def import_(file, as_json, **scope):  # type: ignore[no-untyped-def]
     show = sys.stderr.isatty() and not as_json
     progress = Progress(console=Console(stderr=True), transient=True) if show else None
 
+    interrupted = threading.Event()
+
     async def load(s: MemoryScope) -> Any:
         # The file is streamed (the import holds one batch at a time, not the file).
         with file.open("rb") as raw:
             lines = text_lines(raw)
             if progress is None:
-                return await s.import_lines(lines)
+                return await s.import_lines(lines, stop=interrupted.is_set)
             with file.open("rb") as counted, progress:
                 task = progress.add_task("importing", total=sum(1 for n in counted if n.strip()))
-                return await s.import_lines(lines, progress=lambda n: progress.advance(task, n))
+                return await s.import_lines(
+                    lines, progress=lambda n: progress.advance(task, n), stop=interrupted.is_set
+                )
 
-    result = run(scope, load, creates=True)
+    def on_ctrl_c(signum: int, frame: Any) -> None:
+        """Stop between batches, keeping what was written; a second Ctrl-C aborts at
+        once (each batch is one transaction, so nothing is half-written either way)."""
+        interrupted.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    usual = signal.signal(signal.SIGINT, on_ctrl_c)
+    try:
+        result = run(scope, load, creates=True)
+    finally:
+        signal.signal(signal.SIGINT, usual)
     emit(result, as_json, lambda r: (
         f"imported {r.lines:,} lines: {r.entities:,} entities, {r.observations:,} facts, "
         f"{r.relations:,} relations, {r.turns:,} turns ({r.skipped:,} already present)"

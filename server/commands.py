@@ -28,6 +28,7 @@ from memory import (
     Observation,
     Relation,
 )
+from memory.errors import ImportInterrupted
 
 from .cli import main, scope_options
 from .settings import resolve_db
@@ -72,6 +73,9 @@ def run_on_file(
 
     try:
         return anyio.run(go)
+    except ImportInterrupted as exc:  # Ctrl-C: the shell's status for SIGINT
+        click.echo(f"chronomem: {exc}", err=True)
+        sys.exit(130)
     except InvalidInputError as exc:
         click.echo(f"chronomem: {exc}", err=True)
         sys.exit(2)

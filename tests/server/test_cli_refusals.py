@@ -4,11 +4,17 @@ folder the system refuses."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import sqlite3
+import subprocess
 from pathlib import Path
 
+import anyio
 import pytest
 
+from .conftest import CHRONOMEM
 from .test_cli_commands import Cli
 
 
@@ -83,3 +89,51 @@ def test_a_read_only_database_is_one_line(cli: Cli) -> None:
     refused = cli("remember", "Alice", "runs 5k", code=1)
     assert refused.stderr.count("\n") == 1, refused.stderr
     assert str(cli.db) in refused.stderr and "read-only" in refused.stderr
+
+
+# ---------------------------------------------------------------- Ctrl-C during import
+
+
+def _entities_in(db: Path) -> int:
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+            return conn.execute("SELECT count(*) FROM entity").fetchone()[0]
+    except sqlite3.Error:  # not created or not migrated yet
+        return 0
+
+
+@pytest.mark.anyio
+async def test_ctrl_c_stops_an_import_between_batches_and_running_it_again_resumes(
+    cli: Cli, tmp_path: Path
+) -> None:
+    lines = 100_000  # five batches
+    source = tmp_path / "memory.jsonl"
+    with source.open("w") as out:
+        for i in range(lines):
+            entity = {"type": "entity", "name": f"E{i}", "entityType": "thing",
+                      "observations": [f"fact number {i}"]}  # fmt: skip
+            out.write(json.dumps(entity) + "\n")
+    importing = subprocess.Popen(
+        [CHRONOMEM, "import", str(source)], env=cli.env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        with anyio.fail_after(120):  # a guard against a hang, not a measure of speed
+            while not _entities_in(cli.db):  # until the first batch has committed
+                assert importing.poll() is None
+                await anyio.sleep(0.05)
+        importing.send_signal(signal.SIGINT)
+        _, stderr = importing.communicate(timeout=120)
+    finally:
+        if importing.poll() is None:
+            importing.kill()
+    assert importing.returncode == 130, stderr
+    assert "Traceback" not in stderr and stderr.count("\n") == 1, stderr
+    kept = _entities_in(cli.db)
+    assert 0 < kept < lines  # stopped early, and kept what earlier batches wrote
+    assert f"lines before {kept + 1} were imported ({kept:,} entities" in stderr
+    assert "again" in stderr
+    resumed = cli.json("import", str(source))
+    assert resumed["entities"] == lines - kept
+    assert _entities_in(cli.db) == lines
+    assert cli.json("stats")["observations_current"] == lines
