@@ -508,7 +508,7 @@ def _storage_failure(exc: sqlite3.Error, path: str) -> DatabaseFileError | None:
     cause, advice = STORAGE_FAILURES[code]
     name = getattr(exc, "sqlite_errorname", "")
     return DatabaseFileError(
-        f"cannot use the database {path!r}: {cause} ({name}: {exc}); {advice}."
+        f"cannot use the database {path!r}: {cause} ({name}: {exc}). {advice}."
     )
 
 

@@ -19,6 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import Client
+
+from server import Settings, build_server
 
 from .conftest import CHRONOMEM, free_port, http_client, running_server, wait_for_port
 
@@ -257,3 +260,22 @@ def test_server_logs_are_plain_text_when_stderr_is_not_a_terminal(tmp_path: Path
         stderr = server.finish()
     assert "Traceback (most recent call last)" in stderr
     assert not set("╭│╰─") & set(stderr), stderr
+
+
+@pytest.mark.anyio
+async def test_a_write_the_file_refuses_is_a_tool_error_naming_the_file_and_cause(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "memory.db"
+    settings = Settings(db=str(db))
+    async with settings.open_memory() as memory:
+
+        def read_only(conn: sqlite3.Connection) -> None:
+            conn.execute("PRAGMA query_only = ON")  # as SQLite treats a read-only file
+
+        await memory._store._in_thread(read_only)
+        async with Client(build_server(settings, memory)) as client:
+            refused = await client.call_tool("remember", {"entity": "Alice", "facts": ["x"]})
+    assert refused.is_error
+    text = refused.content[0].text  # type: ignore[union-attr]
+    assert str(db) in text and "read-only" in text and "Error executing tool" not in text
