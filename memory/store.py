@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import aiosqlite
 
@@ -477,7 +477,7 @@ class FileIdentity:
         if self.wal and not os.path.exists(self.path + "-wal"):
             self._gone("its -wal file is no longer there")
 
-    def _gone(self, what: str) -> None:
+    def _gone(self, what: str) -> NoReturn:
         raise DatabaseFileError(
             f"the database file {self.path!r} was deleted or replaced while chronomem was "
             f"running ({what}); nothing was written. Restart chronomem to use the file "

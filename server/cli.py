@@ -234,7 +234,7 @@ def stopped_by_signals(serving: anyio.CancelScope | None, received: list[int]) -
             serving.cancel()
             loop.remove_signal_handler(signal.SIGINT)
 
-    handled = []
+    handled: list[signal.Signals] = []
     for signum in (signal.SIGTERM, signal.SIGINT):
         with suppress(NotImplementedError, RuntimeError, ValueError):  # Windows, a thread
             loop.add_signal_handler(signum, stop, signum)

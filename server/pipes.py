@@ -23,9 +23,9 @@ delimiter; `\\r\\n` works, a bare `\\r` does not); a line longer than LINE_LIMIT
 dropped whole; a request that is not valid UTF-8 or escapes a lone surrogate is
 answered with an error naming the field, never passed on (`refusal`); and when
 the client closes stdin, the requests it sent before are answered before the server
-stops (those still being worked out EOF_GRACE seconds
-later are cancelled, as the SDK cancels them at once). Writing an answer waits for
-the client to read it, with no time limit, as the SDK's transport does.
+stops (those still being worked out EOF_GRACE seconds later are cancelled, as the
+SDK cancels them at once). Writing an answer waits for the client to read it, with
+no time limit, as the SDK's transport does.
 """
 
 from __future__ import annotations
