@@ -5,13 +5,23 @@ ChronomemError
 │   field, what is wrong with the value and the rule it breaks. Nothing was changed.
 │   └── MemoryFullError: the write would take a user past a storage cap
 │       (`max_facts`, `max_turns`). Nothing was changed.
-└── DatabaseFileError: the file cannot be used as a chronomem database (corrupt,
-    not SQLite, another program's database, or written by a newer chronomem).
+├── DatabaseFileError: the file cannot be used as a chronomem database (corrupt,
+│   not SQLite, another program's database, or written by a newer chronomem), or
+│   cannot be used now (read-only, disk full, its folder cannot be made, deleted or
+│   replaced while open). The message names the file and the cause.
+└── ImportInterrupted: an import was stopped between two batches; the message says
+    which lines were kept, and running the same import again resumes it.
 """
 
 from __future__ import annotations
 
-__all__ = ["ChronomemError", "DatabaseFileError", "InvalidInputError", "MemoryFullError"]
+__all__ = [
+    "ChronomemError",
+    "DatabaseFileError",
+    "ImportInterrupted",
+    "InvalidInputError",
+    "MemoryFullError",
+]
 
 
 class ChronomemError(Exception):
@@ -28,3 +38,8 @@ class MemoryFullError(InvalidInputError):
 
 class DatabaseFileError(ChronomemError):
     """The database file is unusable; it was left exactly as it was found."""
+
+
+class ImportInterrupted(ChronomemError):
+    """An import stopped at the caller's request, between two batches: what earlier
+    batches wrote stays, and the same import run again skips it and goes on."""

@@ -8,14 +8,14 @@ transaction. The MCP tools and CLI commands call these same methods.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
 from . import admin, import_check, profile, reads, search, transfer, writes
-from .errors import InvalidInputError, MemoryFullError
+from .errors import ImportInterrupted, InvalidInputError, MemoryFullError
 from .models import (
     ForgetArgs,
     ForgetResult,
@@ -269,24 +269,32 @@ class MemoryScope:
         lines: Iterable[str],
         batch_size: int = import_check.BATCH_SIZE,
         progress: Callable[[int], None] | None = None,
+        stop: Callable[[], bool] | None = None,
     ) -> transfer.ImportResult:
         """Import chronomem's export format or the reference memory server's
         `memory.jsonl`. Every line is checked before anything is written; then the
         lines are written `batch_size` steps to a transaction, and `progress` is told
         how many after each transaction. Memory holds one batch, not the whole input.
+        `stop` is asked at each line checked and before each batch: once it says
+        yes, the import ends (ImportInterrupted).
 
         Raises:
             InvalidInputError: naming the first bad line; nothing was imported. An id
                 that belongs to another user's memory is only found while writing:
                 then the message also says which lines earlier batches kept.
             MemoryFullError: naming the lines of the batch refused and what was kept.
+            ImportInterrupted: `stop` said yes; the message says which lines earlier
+                batches kept. The same import run again skips those and goes on.
         """
         counts: dict[str, int] = {}
         with tempfile.TemporaryFile() as spool:
-            plan = import_check.check_import(lines, spool, batch_size)
+            checked = lines if stop is None else _until(stop, lines)
+            plan = import_check.check_import(checked, spool, batch_size)
             async with self._store.bulk():
-                await self._write_plan(plan, counts, progress)
+                await self._write_plan(plan, counts, progress, stop)
         for kind, counted in transfer.INDEXED_KINDS.items():
+            if stop is not None and stop():  # all is written; merging can wait
+                break
             if counts.get(counted, 0) >= MERGE_AFTER_ROWS:
                 await self._store.merge_index(kind)
         return transfer.ImportResult(
@@ -298,12 +306,19 @@ class MemoryScope:
         plan: import_check.ImportPlan,
         counts: dict[str, int],
         progress: Callable[[int], None] | None,
+        stop: Callable[[], bool] | None = None,
     ) -> None:
         """Write the batches of a checked import, adding to `counts` by kind; tell
         `progress` how many more lines were begun with each batch."""
         previous = start = 0  # the last and first line numbers of the batches written
         for batch in plan.batches():
             first, last = batch[0][0], batch[-1][0]
+            if stop is not None and stop():
+                raise ImportInterrupted(
+                    f"import interrupted: {_kept_before(first, previous, start or first)}"
+                    f" ({_counted(counts)}); run the same import again to resume: what "
+                    "is already there is skipped"
+                )
             start = start or first
             try:
                 done = await self._store.write(
@@ -376,6 +391,21 @@ class MemoryScope:
         return await self._write(
             writes.record_turns, RecordTurnsArgs, session_id=session_id, turns=turns
         )
+
+
+def _until(stop: Callable[[], bool], lines: Iterable[str]) -> Iterator[str]:
+    """`lines`, ending the import (before anything is written) once `stop` says yes."""
+    for line in lines:
+        if stop():
+            raise ImportInterrupted("import interrupted while checking: nothing was imported")
+        yield line
+
+
+def _counted(counts: dict[str, int]) -> str:
+    """What the batches written added, as the command line's import reports it."""
+    nouns = {"entities": "entities", "observations": "facts", "relations": "relations",
+             "turns": "turns"}  # fmt: skip
+    return ", ".join(f"{counts.get(kind, 0):,} {noun}" for kind, noun in nouns.items())
 
 
 def _kept_before(first: int, previous: int, start: int) -> str:

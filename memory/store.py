@@ -10,13 +10,14 @@ interleave, since the thread takes them one at a time.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import aiosqlite
 
@@ -52,6 +53,20 @@ CACHE_KIB = 32 * 1024
 # each batch rewrites the same hot pages, and each checkpoint copies them back.
 BULK_CHECKPOINT_PAGES = 10_000
 SQLITE_BUSY, SQLITE_LOCKED, SQLITE_CORRUPT, SQLITE_NOTADB = 5, 6, 11, 26
+# What the file or the disk refuses, with what a person can do about it.
+STORAGE_FAILURES = {
+    3: ("permission denied", "Let this user write the file and its folder"),  # SQLITE_PERM
+    8: (  # SQLITE_READONLY
+        "the file or its folder is read-only",
+        "Let this user write the file and its folder, or choose another file with --db",
+    ),
+    10: ("the disk reported an I/O error", "Check the disk the file is on"),  # SQLITE_IOERR
+    13: ("the disk is full", "Free some space on that disk, then try again"),  # SQLITE_FULL
+    14: (  # SQLITE_CANTOPEN
+        "the file (or its -wal or -shm file) cannot be opened",
+        "Check that this user may create and write files in its folder",
+    ),
+}
 # Each transaction starts with one statement that reads the transaction time and
 # finds the (app, user) owner row.
 SELECT_OWNER = "(SELECT id FROM owner WHERE app = :app AND user = :user)"
@@ -280,6 +295,7 @@ class Store:
         self._clock = clock
         self.path = path
         self.caps = caps
+        self._file: FileIdentity | None = None  # None: in memory
 
     @classmethod
     async def open(cls, path: str, clock: Clock, caps: Caps = Caps()) -> Store:
@@ -288,16 +304,21 @@ class Store:
         Raises:
             DatabaseFileError: the file is not a usable chronomem database.
         """
-        if path != ":memory:" and not path.startswith("file:"):
-            Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        on_disk = path != ":memory:" and not path.startswith("file:")
+        if on_disk:
+            _make_folder(path)
         try:
             conn = await aiosqlite.connect(path, isolation_level=None)
         except sqlite3.Error as exc:
-            raise DatabaseFileError(f"cannot open database {path!r}: {exc}") from exc
+            raise _storage_failure(exc, path) or DatabaseFileError(
+                f"cannot open database {path!r}: {exc}"
+            ) from exc
         conn.row_factory = sqlite3.Row
         store = cls(conn, clock, path, caps)
         try:
             await store._in_thread(_prepare, path)
+            if on_disk:
+                store._file = FileIdentity.of(path)
         except sqlite3.OperationalError as exc:
             await conn.close()
             raise DatabaseFileError(f"cannot open database {path!r}: {exc}") from exc
@@ -312,6 +333,11 @@ class Store:
         return store
 
     async def close(self) -> None:
+        """Copy the WAL into the file as far as no reader holds it back, then close;
+        SQLite's close, when no other process has the file open, checkpoints the rest
+        and removes the -wal and -shm files."""
+        with suppress(sqlite3.Error, DatabaseFileError):  # a full disk: close anyway
+            await self._in_thread(_checkpoint)
         await self._conn.close()
 
     async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
@@ -319,9 +345,18 @@ class Store:
 
         aiosqlite has no public call for this; `_execute` is how its own methods
         reach the thread (stable since aiosqlite 0.17; the version is pinned).
+
+        Raises:
+            DatabaseFileError: the file or the disk refused (read-only, full, ...).
         """
         connection = self._conn._conn  # the sqlite3 connection, used only on its thread
-        return await self._conn._execute(fn, connection, *args)
+        try:
+            return await self._conn._execute(fn, connection, *args)
+        except sqlite3.Error as exc:
+            failure = _storage_failure(exc, self.path)
+            if failure is None:
+                raise
+            raise failure from exc
 
     @asynccontextmanager
     async def bulk(self) -> AsyncIterator[None]:
@@ -401,11 +436,84 @@ class Store:
             tx = Tx(conn, now, owner, self.caps)
             result = operation(tx)
             tx.finish()
+            if write and self._file is not None:
+                self._file.check()
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLite rolls back by itself on a full disk
+                conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
         return result
+
+
+@dataclass(frozen=True)
+class FileIdentity:
+    """Which file the connection writes: SQLite keeps writing to its open descriptors
+    when the file or its WAL is deleted or replaced, acknowledging writes that no
+    later reader will see; each write transaction checks, before it commits, that
+    the path still names the same file and that the WAL (present while any
+    connection has the file open) is still there: two `stat` calls."""
+
+    path: str  # absolute, as SQLite resolved it when it opened the file
+    device: int
+    inode: int
+    wal: bool  # whether there is a WAL (not where a file system cannot hold one)
+
+    @classmethod
+    def of(cls, path: str) -> FileIdentity:
+        path = os.path.abspath(path)
+        found = os.stat(path)
+        return cls(path, found.st_dev, found.st_ino, os.path.exists(path + "-wal"))
+
+    def check(self) -> None:
+        """Raises:
+        DatabaseFileError: the file or its WAL was deleted, or another file is there."""
+        try:
+            found = os.stat(self.path)
+        except FileNotFoundError:
+            self._gone("the file is no longer there")
+        if (found.st_dev, found.st_ino) != (self.device, self.inode):
+            self._gone("another file is there now")
+        if self.wal and not os.path.exists(self.path + "-wal"):
+            self._gone("its -wal file is no longer there")
+
+    def _gone(self, what: str) -> NoReturn:
+        raise DatabaseFileError(
+            f"the database file {self.path!r} was deleted or replaced while chronomem was "
+            f"running ({what}); nothing was written. Restart chronomem to use the file "
+            "now at that path."
+        )
+
+
+def _make_folder(path: str) -> None:
+    """Create the folder of the database file, or say in one line why it cannot be."""
+    folder = Path(path).expanduser().parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        blocking = next((p for p in (folder, *folder.parents) if p.exists()), folder)
+        cause = f"{blocking} is not a folder" if not blocking.is_dir() else exc.strerror
+        raise DatabaseFileError(
+            f"cannot create the folder {str(folder)!r} for the database {path!r}: {cause}."
+            " Choose another file with --db."
+        ) from None
+
+
+def _storage_failure(exc: sqlite3.Error, path: str) -> DatabaseFileError | None:
+    """`exc` said in one line that names the file and the cause, when the file or the
+    disk refused (read-only, full, ...); None for any other error."""
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    if code not in STORAGE_FAILURES:
+        return None
+    cause, advice = STORAGE_FAILURES[code]
+    name = getattr(exc, "sqlite_errorname", "")
+    return DatabaseFileError(
+        f"cannot use the database {path!r}: {cause} ({name}: {exc}). {advice}."
+    )
+
+
+def _checkpoint(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
 
 def _prepare(conn: sqlite3.Connection, path: str) -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,8 @@ from rich.tree import Tree
 from memory import MemoryScope
 
 from .cli import main, scope_options
-from .commands import emit, json_option, run, run_on_file, time_options
+from .commands import emit, json_option, require_database, run, run_on_file, time_options
+from .settings import resolve_db
 
 
 @main.command()
@@ -147,17 +150,31 @@ def import_(file, as_json, **scope):  # type: ignore[no-untyped-def]
     show = sys.stderr.isatty() and not as_json
     progress = Progress(console=Console(stderr=True), transient=True) if show else None
 
+    interrupted = threading.Event()
+
     async def load(s: MemoryScope) -> Any:
         # The file is streamed (the import holds one batch at a time, not the file).
         with file.open("rb") as raw:
             lines = text_lines(raw)
             if progress is None:
-                return await s.import_lines(lines)
+                return await s.import_lines(lines, stop=interrupted.is_set)
             with file.open("rb") as counted, progress:
                 task = progress.add_task("importing", total=sum(1 for n in counted if n.strip()))
-                return await s.import_lines(lines, progress=lambda n: progress.advance(task, n))
+                return await s.import_lines(
+                    lines, progress=lambda n: progress.advance(task, n), stop=interrupted.is_set
+                )
 
-    result = run(scope, load)
+    def on_ctrl_c(signum: int, frame: Any) -> None:
+        """Stop between batches, keeping what was written; a second Ctrl-C aborts at
+        once (each batch is one transaction, so nothing is half-written either way)."""
+        interrupted.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    usual = signal.signal(signal.SIGINT, on_ctrl_c)
+    try:
+        result = run(scope, load, creates=True)
+    finally:
+        signal.signal(signal.SIGINT, usual)
     emit(result, as_json, lambda r: (
         f"imported {r.lines:,} lines: {r.entities:,} entities, {r.observations:,} facts, "
         f"{r.relations:,} relations, {r.turns:,} turns ({r.skipped:,} already present)"
@@ -189,7 +206,12 @@ def purge(ctx, session_id, yes, as_json, **scope):  # type: ignore[no-untyped-de
     if not yes and not click.confirm(f"Erase {target} in app {scope['app']!r} for good?", err=True):
         click.echo("nothing erased", err=True)
         sys.exit(1)
+    require_database(resolve_db(scope["db"]))  # before asking
     result = run(scope, lambda s: s.purge(what, session_id=session_id))
+    if not (result.entities or result.observations or result.relations or result.turns):
+        click.echo(f"chronomem: nothing to erase: {target} in app {scope['app']!r} holds "
+                   "nothing", err=True)  # fmt: skip
+        sys.exit(2)
     emit(result, as_json, lambda r: (
         f"erased {target}: {r.entities:,} entities, {r.observations:,} facts, "
         f"{r.relations:,} relations, {r.turns:,} turns"

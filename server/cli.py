@@ -5,9 +5,16 @@ The other subcommands live in `commands.py` and `admin_commands.py`.
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import json
+import logging
+import os
+import signal
+import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +145,9 @@ def serve(
         )
     if auth_tokens and not Path(auth_tokens).exists():
         raise click.UsageError(f"--auth-tokens: {auth_tokens} does not exist; create a token first")
+    if transport != "stdio":
+        refuse_a_taken_port(host, port)
+    plain_logs_unless_terminal()
     who = "per token" if auth_tokens else (
         f"app={app!r} user={user!r} project={project!r}"
     )  # fmt: skip
@@ -145,21 +155,95 @@ def serve(
     if compat:
         where += ", reference-compatible tools"
     click.echo(f"chronomem: serving {settings.db} ({who}) over {where}", err=True)
+    if settings.db != ":memory:" and not Path(settings.db).expanduser().exists():
+        click.echo(f"chronomem: creating a new, empty database at {settings.db}", err=True)
     if transport != "stdio":
         config = json.dumps(client_config(transport, host, port, settings), indent=2)
         click.echo(f"chronomem: client configuration:\n{config}", err=True)
 
+    stopped_by: list[int] = []
+
     async def open_and_serve() -> None:
         async with settings.open_memory() as memory:
-            await run(build_server(settings, memory), settings, transport, host, port)
+            with (
+                anyio.CancelScope() as serving,
+                stopped_by_signals(serving if transport == "stdio" else None, stopped_by),
+            ):
+                await run(build_server(settings, memory), settings, transport, host, port)
 
     try:
         anyio.run(open_and_serve, backend_options=backend_options(transport))
     except DatabaseFileError as exc:
         click.echo(f"chronomem: {exc}", err=True)
         sys.exit(1)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # a second Ctrl-C, or one before serving began
         pass
+    if signal.SIGTERM in stopped_by:  # closed cleanly: now end as SIGTERM ends a process
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def refuse_a_taken_port(host: str, port: int) -> None:
+    """Exit with one line if `host:port` cannot be listened on (another server has it),
+    before the client configuration is printed and the database opened. Bound as
+    uvicorn binds (SO_REUSEADDR), so a port left in TIME_WAIT counts as free."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as exc:
+        shown = f"[{host}]" if ":" in host else host
+        cause = "the port is in use" if exc.errno == errno.EADDRINUSE else exc.strerror
+        click.echo(
+            f"chronomem: cannot listen on {shown}:{port}: {cause} (another server?); choose "
+            "another with --port",
+            err=True,
+        )
+        sys.exit(1)
+
+
+def plain_logs_unless_terminal() -> None:
+    """The SDK logs through rich's handler (when nothing else is set up), which draws
+    panels sized for a terminal: in a client's log file a traceback became hundreds of
+    lines of box drawing. Where stderr is not a terminal, log plain lines instead."""
+    if sys.stderr.isatty():
+        return
+    logging.basicConfig(
+        level=logging.WARNING,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+@contextmanager
+def stopped_by_signals(serving: anyio.CancelScope | None, received: list[int]) -> Iterator[None]:
+    """SIGTERM and SIGINT stop serving cleanly, noted in `received`, so the database is
+    checkpointed and closed as the server unwinds (SIGTERM's default ends the process
+    at once, leaving -wal and -shm behind). Over stdio the signal cancels `serving`;
+    over HTTP (`serving` None) uvicorn stops by itself on both, answering what it is
+    answering first, and the event loop still hears of the signal, only to note it.
+    A second SIGINT while stopping stdio is Python's KeyboardInterrupt again."""
+    loop = asyncio.get_running_loop()
+
+    def stop(signum: int) -> None:
+        received.append(signum)
+        if serving is not None:
+            serving.cancel()
+            loop.remove_signal_handler(signal.SIGINT)
+
+    handled: list[signal.Signals] = []
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        with suppress(NotImplementedError, RuntimeError, ValueError):  # Windows, a thread
+            loop.add_signal_handler(signum, stop, signum)
+            handled.append(signum)
+    try:
+        yield
+    finally:
+        for signum in handled:
+            loop.remove_signal_handler(signum)
 
 
 @main.group()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
@@ -27,6 +28,7 @@ from memory import (
     Observation,
     Relation,
 )
+from memory.errors import ImportInterrupted
 
 from .cli import main, scope_options
 from .settings import resolve_db
@@ -38,31 +40,60 @@ def json_option(command: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--json", "as_json", is_flag=True, help="Print the JSON result.")(command)
 
 
-def run(scope: dict[str, Any], operation: Callable[[MemoryScope], Awaitable[R]]) -> R:
-    """Open the database, run `operation` on the scope, map errors to exit codes."""
+def run(
+    scope: dict[str, Any],
+    operation: Callable[[MemoryScope], Awaitable[R]],
+    *,
+    creates: bool = False,
+) -> R:
+    """Open the database, run `operation` on the scope, map errors to exit codes.
+    Only a command that `creates` what it stores may start a new database file."""
 
     def on_scope(memory: GraphMemory) -> Awaitable[R]:
         handle = memory.scope(app=scope["app"], user=scope["user"], project=scope["project"])
         return operation(handle)
 
-    return run_on_file(scope, on_scope)
+    return run_on_file(scope, on_scope, creates=creates)
 
 
-def run_on_file(scope: dict[str, Any], operation: Callable[[GraphMemory], Awaitable[R]]) -> R:
+def run_on_file(
+    scope: dict[str, Any],
+    operation: Callable[[GraphMemory], Awaitable[R]],
+    *,
+    creates: bool = False,
+) -> R:
     """Open the database, run `operation` on the whole file, map errors to exit codes."""
+    path = resolve_db(scope["db"])
+    if not creates:
+        require_database(path)
 
     async def go() -> R:
-        async with GraphMemory.open(resolve_db(scope["db"])) as memory:
+        async with GraphMemory.open(path) as memory:
             return await operation(memory)
 
     try:
         return anyio.run(go)
+    except ImportInterrupted as exc:  # Ctrl-C: the shell's status for SIGINT
+        click.echo(f"chronomem: {exc}", err=True)
+        sys.exit(130)
     except InvalidInputError as exc:
         click.echo(f"chronomem: {exc}", err=True)
         sys.exit(2)
     except ChronomemError as exc:
         click.echo(f"chronomem: {exc}", err=True)
         sys.exit(1)
+
+
+def require_database(path: str) -> None:
+    """A command that only reads (or changes what is there) never creates the file: a
+    typo in --db would otherwise answer from a new, empty memory as if it were yours."""
+    if path == ":memory:" or path.startswith("file:") or Path(path).expanduser().exists():
+        return
+    click.echo(
+        f"chronomem: no database at {path}; check --db or CHRONOMEM_DB (this command creates none)",
+        err=True,
+    )
+    sys.exit(2)
 
 
 def emit(result: Any, as_json: bool, human: Callable[[Any], Any]) -> None:
@@ -105,7 +136,7 @@ def remember(entity, facts, entity_type, attribute, valid_from, replaces, as_jso
     result = run(scope, lambda s: s.remember(
         entity=entity, facts=list(facts), entity_type=entity_type, valid_from=valid_from,
         replaces=list(replaces) or None, attribute=attribute,
-    ))  # fmt: skip
+    ), creates=True)  # fmt: skip
     emit(result, as_json, lambda r: "\n".join(
         [f"{r.entity.name} ({r.entity.entity_type}){' created' if r.entity.created else ''}"]
         + [f"  + {_fact(o)}" for o in r.added]
@@ -132,7 +163,7 @@ def relate(source, relation, target, exclusive, valid_from, source_type, target_
         source=source, relation=relation, target=target, source_type=source_type,
         target_type=target_type, valid_from=valid_from, exclusive=exclusive,
         replaces=list(replaces) or None,
-    ))  # fmt: skip
+    ), creates=True)  # fmt: skip
     emit(result, as_json, lambda r: "\n".join(
         [f"{r.relation.source} {r.relation.relation} → {r.relation.target}  ({r.relation.id}"
          f"{', already known' if r.existing else ''})"]
@@ -172,7 +203,7 @@ def forget(ids, entities, valid_to, reason, as_json, **scope):  # type: ignore[n
 def record_turns(session_id, turns, at, as_json, **scope):  # type: ignore[no-untyped-def]
     """Append conversation turns. Example: chronomem record-turns s1 --turn user "hi" """
     given = [{"role": role, "text": text, **({"at": at} if at else {})} for role, text in turns]
-    result = run(scope, lambda s: s.record_turns(session_id=session_id, turns=given))
+    result = run(scope, lambda s: s.record_turns(session_id=session_id, turns=given), creates=True)
     emit(result, as_json, lambda r: f"stored {r.stored} turn(s): {', '.join(r.ids)}")
 
 

@@ -20,21 +20,25 @@ them back afterwards.
 
 Differences from the SDK's transport: a line ends at `\\n` only (the protocol's
 delimiter; `\\r\\n` works, a bare `\\r` does not); a line longer than LINE_LIMIT is
-dropped whole; and when the client closes stdin, the requests it sent before are
-answered before the server stops (those still being worked out EOF_GRACE seconds
-later are cancelled, as the SDK cancels them at once). Writing an answer waits for
-the client to read it, with no time limit, as the SDK's transport does.
+dropped whole; a request that is not valid UTF-8 or escapes a lone surrogate is
+answered with an error naming the field, never passed on (`refusal`); and when
+the client closes stdin, the requests it sent before are answered before the server
+stops (those still being worked out EOF_GRACE seconds later are cancelled, as the
+SDK cancels them at once). Writing an answer waits for the client to read it, with
+no time limit, as the SDK's transport does.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
-import signal
+import re
 import stat
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager, suppress
+from typing import Any
 
 __all__ = ["EOF_GRACE", "LINE_LIMIT", "PipeLines", "PipeWriter", "claimed_pipes"]
 
@@ -48,6 +52,88 @@ NOT_JSON = "{\n"
 EOF_GRACE = 1.5
 # How the SDK writes a response (JSONRPCResponse or JSONRPCError: id first).
 RESPONSE_START = '{"jsonrpc":"2.0","id":'
+
+
+# `\uD800` to `\uDFFF` escaped in a line: perhaps a lone surrogate, which JSON's grammar
+# allows but is no text (pydantic refuses the line); `refusal` looks closer.
+LONE_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+INVALID_PARAMS, PARSE_ERROR = -32602, -32700
+
+
+def refusal(line: bytes) -> str | None:
+    """The JSON-RPC error line answering `line` if it is not valid UTF-8 or holds a
+    lone surrogate, naming the field (the tool argument) that does; "" for such a
+    notification (no answer); None when the line is fine after all."""
+    try:
+        text, problem = line.decode("utf-8"), "contains an unpaired surrogate"
+    except UnicodeDecodeError as bad:
+        text = line.decode("utf-8", errors="surrogateescape")  # bad bytes: surrogates
+        problem = f"is not valid UTF-8 (byte {line[bad.start]:#04x})"
+    try:
+        message = json.loads(text)
+    except ValueError:
+        message = None
+    found = _first_surrogate(message, ()) if message is not None else None
+    if found is None and problem.startswith("contains"):
+        return None
+    if not isinstance(message, dict):
+        message = {"id": None}
+    elif "id" not in message:
+        return ""
+    where, code = "the request", PARSE_ERROR
+    if found is not None and found[:1] == ("params",):
+        code = INVALID_PARAMS
+        inside = found[2:] if found[1:2] == ("arguments",) else found[1:]
+        where = _path(inside) if inside else "params"
+    reply = {
+        "jsonrpc": "2.0",
+        "id": message["id"] if isinstance(message["id"], int | str) else None,
+        "error": {"code": code, "message": f"{where}: {problem}; send valid UTF-8 text"},
+    }
+    try:
+        return json.dumps(reply, ensure_ascii=False, separators=(",", ":")) + "\n"
+    except UnicodeEncodeError:  # the id or a key itself: answer with ASCII escapes
+        reply["id"] = None
+        return json.dumps(reply, separators=(",", ":")) + "\n"
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _first_surrogate(value: Any, path: tuple[str | int, ...]) -> tuple[str | int, ...] | None:
+    """Where the first text holding a surrogate is in a decoded message (a key or a
+    value), or None."""
+    if isinstance(value, str):
+        return path if _has_surrogate(value) else None
+    items: Iterable[tuple[str | int, Any]] = ()
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    for key, item in items:
+        if isinstance(key, str) and _has_surrogate(key):
+            return (*path, key)
+        found = _first_surrogate(item, (*path, key))
+        if found is not None:
+            return found
+    return None
+
+
+def _path(parts: tuple[str | int, ...]) -> str:
+    """`("facts", 0)` as `facts[0]`, as the engine names a field."""
+    text = ""
+    for part in parts:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            shown = part.encode("utf-8", "backslashreplace").decode()
+            text += f".{shown}" if text else shown
+    return text
 
 
 class _Owed:
@@ -71,33 +157,59 @@ class _Owed:
 
 
 class PipeLines:
-    """The wire's incoming lines as text, as the SDK iterates over stdin: UTF-8 with
-    undecodable bytes replaced, as its own transport reads them."""
+    """The wire's incoming lines as text, as the SDK iterates over stdin. A line that
+    is not valid UTF-8, or that escapes a lone surrogate (`"\\ud800"`), never
+    reaches the SDK: its own transport replaced bad bytes (so `caf\\ufffd` was
+    stored) and dropped a line pydantic's JSON parser refuses without an answer.
+    `reply` answers such a request with a JSON-RPC error naming the field
+    (`refusal`); a notification gets no answer, as ever."""
 
-    def __init__(self, reader: asyncio.StreamReader, owed: _Owed | None = None) -> None:
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        owed: _Owed | None = None,
+        reply: Callable[[str], Awaitable[None]] | None = None,
+    ) -> None:
         self._reader = reader
         self._owed = owed or _Owed()
+        self._reply = reply
 
     def __aiter__(self) -> PipeLines:
         return self
 
     async def __anext__(self) -> str:
-        try:
-            line = await self._reader.readuntil(b"\n")
-        except asyncio.IncompleteReadError as end:  # end of input
-            line = end.partial  # a last line without its newline
-        except asyncio.LimitOverrunError:
-            await self._drop_line()
-            return NOT_JSON
-        if not line:
-            await self._answered()
-            raise StopAsyncIteration
-        if b'"id"' in line and b'"method"' in line:
-            self._owed.requests += 1
-        elif b'"notifications/cancelled"' in line:
-            self._owed.requests -= 1
-        self._owed.check()
-        return line.decode("utf-8", errors="replace")
+        while True:
+            try:
+                line = await self._reader.readuntil(b"\n")
+            except asyncio.IncompleteReadError as end:  # end of input
+                line = end.partial  # a last line without its newline
+            except asyncio.LimitOverrunError:
+                await self._drop_line()
+                return NOT_JSON
+            if not line:
+                await self._answered()
+                raise StopAsyncIteration
+            counted = b'"id"' in line and b'"method"' in line
+            if counted:
+                self._owed.requests += 1
+            elif b'"notifications/cancelled"' in line:
+                self._owed.requests -= 1
+            self._owed.check()
+            try:
+                text = line.decode("utf-8")
+            except UnicodeDecodeError:
+                text = None
+            if text is not None and not LONE_SURROGATE_ESCAPE.search(line):
+                return text
+            answer = refusal(line)
+            if answer is None:  # a surrogate pair, or an escaped backslash: fine
+                return line.decode("utf-8")
+            if answer and self._reply is not None:
+                if not counted:  # then its answer is owed too
+                    self._owed.requests += 1
+                await self._reply(answer)
+            elif counted:
+                self._owed.requests -= 1
 
     async def _drop_line(self) -> None:
         """Discard the rest of an over-long line, up to its newline or end of input."""
@@ -127,6 +239,7 @@ class PipeWriter:
         self._fd = fd  # non-blocking
         self._pending: list[bytes] = []
         self._owed = owed or _Owed()
+        self._sending = asyncio.Lock()
 
     async def write(self, text: str) -> None:
         self._pending.append(text.encode("utf-8"))
@@ -134,14 +247,20 @@ class PipeWriter:
             self._owed.responses += 1
 
     async def flush(self) -> None:
-        data, self._pending = b"".join(self._pending), []
-        view = memoryview(data)
-        while view:
-            try:
-                view = view[os.write(self._fd, view) :]
-            except BlockingIOError:  # the pipe is full: wait until the client reads
-                await _writable(self._fd)
+        async with self._sending:  # `send` may flush while the SDK's flush waits
+            data, self._pending = b"".join(self._pending), []
+            view = memoryview(data)
+            while view:
+                try:
+                    view = view[os.write(self._fd, view) :]
+                except BlockingIOError:  # the pipe is full: wait until the client reads
+                    await _writable(self._fd)
         self._owed.check()
+
+    async def send(self, line: str) -> None:
+        """Send one whole message line of our own (`PipeLines`' refusals)."""
+        await self.write(line)
+        await self.flush()
 
 
 async def _writable(fd: int) -> None:
@@ -159,18 +278,6 @@ def _private_copy(fd: int) -> int:
     import fcntl  # POSIX only, like this module's use
 
     return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
-
-
-def _die_restoring(modes: dict[int, bool]) -> None:
-    """SIGTERM ends the process without unwinding (its default): put the blocking
-    modes of the wire's open files back first (`modes`: by a descriptor of each),
-    since whoever shares them (a wrapper script, say) would find them non-blocking,
-    then die of it as usual."""
-    for fd, mode in modes.items():
-        with suppress(OSError):
-            os.set_blocking(fd, mode)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _servable() -> bool:
@@ -201,8 +308,6 @@ async def claimed_pipes() -> AsyncIterator[tuple[PipeLines, PipeWriter] | None]:
     read_transport: asyncio.ReadTransport | None = None
 
     def release() -> None:
-        with suppress(RuntimeError, ValueError):
-            loop.remove_signal_handler(signal.SIGTERM)
         if read_transport is not None:
             read_transport.close()  # stops watching stdin at once
         wire_in.close()
@@ -218,14 +323,12 @@ async def claimed_pipes() -> AsyncIterator[tuple[PipeLines, PipeWriter] | None]:
             lambda: asyncio.StreamReaderProtocol(reader, loop=loop), wire_in
         )
         os.set_blocking(wire_out, False)
-        wire_modes = {saved[fd]: mode for fd, mode in blocking.items()}
-        with suppress(RuntimeError, ValueError):  # only the main thread's loop can
-            loop.add_signal_handler(signal.SIGTERM, _die_restoring, wire_modes)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
         os.dup2(2, 1)
         owed = _Owed()
-        yield PipeLines(reader, owed), PipeWriter(wire_out, owed)
+        writer = PipeWriter(wire_out, owed)
+        yield PipeLines(reader, owed, writer.send), writer
     finally:
         release()

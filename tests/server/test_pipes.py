@@ -39,9 +39,29 @@ async def _lines(data: bytes, limit: int = pipes.LINE_LIMIT) -> list[str]:
     return [line async for line in pipes.PipeLines(reader)]
 
 
-async def test_lines_are_utf8_text_with_bad_bytes_replaced_up_to_the_end() -> None:
-    lines = await _lines('{"a": "é"}\n'.encode() + b'{"b": "\xff"}\r\n' + b'{"c": 1}')
-    assert lines == ['{"a": "é"}\n', '{"b": "\ufffd"}\r\n', '{"c": 1}']
+async def test_lines_are_utf8_text_up_to_the_end_and_bad_text_is_answered_not_passed() -> None:
+    answers: list[str] = []
+
+    async def reply(line: str) -> None:
+        answers.append(line)
+
+    reader = asyncio.StreamReader()
+    reader.feed_data(
+        '{"a": "é", "pair": "\\ud83d\\ude00", "escaped": "\\\\ud800"}\n'.encode()
+        + b'{"jsonrpc": "2.0", "id": 5, "method": "m", "params": {"b": "\xff"}}\r\n'
+        + b'{"jsonrpc": "2.0", "method": "n", "params": {"b": "\\udfff"}}\n'
+        + b'{"c": 1}'
+    )
+    reader.feed_eof()
+    lines = [line async for line in pipes.PipeLines(reader, reply=reply)]
+    assert lines == [
+        '{"a": "é", "pair": "\\ud83d\\ude00", "escaped": "\\\\ud800"}\n',
+        '{"c": 1}',
+    ]
+    assert [json.loads(answer) for answer in answers] == [{
+        "jsonrpc": "2.0", "id": 5,
+        "error": {"code": -32602, "message": "b: is not valid UTF-8 (byte 0xff); send valid UTF-8 text"},
+    }]  # fmt: skip
 
 
 async def test_a_line_over_the_limit_stands_in_as_not_json_and_reading_goes_on() -> None:
