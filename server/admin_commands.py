@@ -203,16 +203,16 @@ def purge(ctx, session_id, yes, as_json, **scope):  # type: ignore[no-untyped-de
         what, target = "user", f"all memory of user {scope['user']!r}"
     else:
         raise click.UsageError("say what to erase: --user U, --project P or --session S")
+    require_database(resolve_db(scope["db"]))  # before asking
     if not yes and not click.confirm(f"Erase {target} in app {scope['app']!r} for good?", err=True):
         click.echo("nothing erased", err=True)
         sys.exit(1)
-    require_database(resolve_db(scope["db"]))  # before asking
     result = run(scope, lambda s: s.purge(what, session_id=session_id))
-    if not (result.entities or result.observations or result.relations or result.turns):
+    if not any(result.model_dump().values()):
         click.echo(f"chronomem: nothing to erase: {target} in app {scope['app']!r} holds "
                    "nothing", err=True)  # fmt: skip
         sys.exit(2)
     emit(result, as_json, lambda r: (
         f"erased {target}: {r.entities:,} entities, {r.observations:,} facts, "
-        f"{r.relations:,} relations, {r.turns:,} turns"
+        f"{r.relations:,} relations, {r.turns:,} turns, {r.closings:,} closings of global facts"
     ))  # fmt: skip
