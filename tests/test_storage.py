@@ -308,11 +308,15 @@ CHANGED_AT_BY_DEFINITION = """
     SELECT id, changed_at, max(
         recorded_at,
         coalesce((SELECT max(coalesce(invalidated_at, recorded_at)) FROM observation
-                  WHERE entity_id = entity.id), 0),
+                  WHERE entity_id = entity.id AND project = ''), 0),
         coalesce((SELECT max(coalesce(invalidated_at, recorded_at)) FROM relation
-                  WHERE source_id = entity.id OR target_id = entity.id), 0)
+                  WHERE (source_id = entity.id OR target_id = entity.id) AND project = ''), 0)
     ) FROM entity ORDER BY id
 """
+# What was done inside each project, by entity (schema 6's own count of it).
+PROJECT_CHANGES_BY_DEFINITION = next(
+    statement for statement in MIGRATIONS[6] if "INSERT INTO entity_change" in statement
+).replace("INSERT INTO entity_change (entity_id, project, owner_id, changed_at)", "")
 
 
 async def test_changed_at_follows_every_write_without_insert_triggers(db_path: Path) -> None:
@@ -336,13 +340,27 @@ async def test_changed_at_follows_every_write_without_insert_triggers(db_path: P
         fact = (await scope.remember(entity="Bob", facts=["sings"])).added[0]
         await scope.forget(ids=[fact.id])
         await scope.relate(source="Bob", relation="knows", target="Old")
+        in_p = mem.scope(app="a", user="u", project="p")
+        await in_p.remember(entity="Alice", facts=["in p"])
+        await in_p.forget(entities=["Old"])
+        own = (await in_p.relate(source="Bob", relation="likes", target="Cid")).relation
+        await in_p.forget(ids=[own.id])
+        await in_p.import_lines(
+            [line.replace('"project":null', '"project":"p"').replace('"o1"', '"o2"')
+             .replace('"r1"', '"r2"') for line in export]
+        )  # fmt: skip
     with sqlite3.connect(db_path) as conn:
         triggers = {
             n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type='trigger'")
         }
         rows = conn.execute(CHANGED_AT_BY_DEFINITION).fetchall()
+        in_projects = conn.execute(
+            "SELECT entity_id, project, owner_id, changed_at FROM entity_change ORDER BY 1, 2"
+        ).fetchall()
+        defined = conn.execute(f"{PROJECT_CHANGES_BY_DEFINITION} ORDER BY 1, 2").fetchall()
     assert not {"entity_changed_insert", "observation_changed", "relation_changed"} & triggers
-    assert len(rows) == 4
+    assert in_projects == defined and len(defined) == 5  # Alice Old Bob Cid, New
+    assert len(rows) == 5
     assert [(i, stored) for i, stored, _ in rows] == [(i, defined) for i, _, defined in rows]
 
 
