@@ -18,12 +18,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["BearerAuth", "Grant", "TokenFile", "create_token", "grant_of"]
+__all__ = ["BearerAuth", "Grant", "TokenFile", "TokenHolder", "create_token", "grant_of"]
 
 TOKEN_PREFIX = "cm_"
 SCOPE_KEY = "chronomem.grant"
+TOKEN_ID_KEY = "chronomem.token_id"
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,24 @@ class Grant:
     user: str
     project: str | None = None
     read_only: bool = False
+
+
+@dataclass(frozen=True)
+class TokenHolder:
+    """A verified token: `token_id` (the token's SHA-256, as the file stores it) names
+    the credential without revealing it; `grant` is what it may touch."""
+
+    token_id: str
+    grant: Grant
+
+    def user(self) -> AuthenticatedUser:
+        """The ASGI `user` the SDK binds each session to: a session opened with one
+        token answers 404 to every other (SSE messages, and streamable HTTP's POST,
+        GET and DELETE alike), as though it did not exist (issue 15)."""
+        scopes = ["read"] if self.grant.read_only else ["read", "write"]
+        return AuthenticatedUser(
+            AccessToken(token=self.token_id, client_id=self.token_id, scopes=scopes)
+        )
 
 
 def _hash(token: str) -> str:
@@ -67,12 +88,17 @@ class TokenFile:
 
     def verify(self, token: str) -> Grant | None:
         """The grant of `token`, or None. Compares against every hash in constant time."""
+        found = self.holder(token)
+        return found.grant if found is not None else None
+
+    def holder(self, token: str) -> TokenHolder | None:
+        """Who presents `token`: its grant and a stable identity (its hash), or None."""
         self._load()
         digest = _hash(token)
         found = None
         for stored, grant in self._entries:
             if hmac.compare_digest(stored, digest):
-                found = grant
+                found = TokenHolder(digest, grant)
         return found
 
 
@@ -119,8 +145,8 @@ class BearerAuth:
             return
         header = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
         scheme, _, token = header.partition(" ")
-        grant = self.tokens.verify(token.strip()) if scheme.lower() == "bearer" else None
-        if grant is None:
+        holder = self.tokens.holder(token.strip()) if scheme.lower() == "bearer" else None
+        if holder is None:
             body = json.dumps(
                 {
                     "error": "invalid_token",
@@ -140,7 +166,9 @@ class BearerAuth:
             )
             await send({"type": "http.response.body", "body": body})
             return
-        scope[SCOPE_KEY] = grant
+        scope[SCOPE_KEY] = holder.grant
+        scope[TOKEN_ID_KEY] = holder.token_id
+        scope["user"] = holder.user()
         await self.app(scope, receive, send)
 
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -79,3 +80,106 @@ async def http_client(url: str, token: str | None = None) -> AsyncIterator[Clien
         Client(streamable_http_client(url, http_client=http)) as connected,
     ):
         yield connected
+
+
+def make_token(tokens: Path, *args: str) -> str:
+    """`chronomem token create --auth-tokens TOKENS ARGS`: the new token."""
+    done = subprocess.run(
+        [CHRONOMEM, "token", "create", "--auth-tokens", str(tokens), *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    token = done.stdout.strip()
+    assert done.stdout == token + "\n"  # the token alone on stdout
+    return token
+
+
+@dataclass
+class Served:
+    """A `chronomem serve` process on a free loopback port, its stderr in a file."""
+
+    port: int
+    process: subprocess.Popen[str]
+    log: Path
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def stderr(self) -> str:
+        return self.log.read_text()
+
+
+@asynccontextmanager
+async def serving(tmp_path: Path, *args: str, host: str = "127.0.0.1") -> AsyncIterator[Served]:
+    """`chronomem serve --port P --db tmp_path/memory.db ARGS`, ready to connect to."""
+    port = free_port()
+    log = tmp_path / f"server-{port}.log"
+    command = [CHRONOMEM, "serve", "--host", host, "--port", str(port),
+               "--db", str(tmp_path / "memory.db"), *args]  # fmt: skip
+    with log.open("w") as err:
+        process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=err, text=True,
+            env={**os.environ, "CHRONOMEM_DB": ""},
+        )  # fmt: skip
+    try:
+        with anyio.fail_after(20):
+            while True:
+                assert process.poll() is None, log.read_text()
+                try:
+                    stream = await anyio.connect_tcp(host, port)
+                except OSError:
+                    await anyio.sleep(0.05)
+                else:
+                    await stream.aclose()
+                    break
+        yield Served(port, process, log)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+PROTOCOL = "2025-06-18"
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": PROTOCOL}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": PROTOCOL,
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"},
+    },
+}
+PING = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+
+
+def bearer(token: str | None, **extra: str) -> dict[str, str]:
+    """MCP request headers, with `Authorization: Bearer TOKEN` when there is one."""
+    headers = {**MCP_HEADERS, **extra}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
+
+
+async def initialize(http: httpx2.AsyncClient, url: str, token: str | None = None) -> str:
+    """Open a streamable-HTTP session by hand; its `mcp-session-id`."""
+    response = await http.post(url, json=INITIALIZE, headers=bearer(token))
+    assert response.status_code == 200, response.text
+    session = response.headers["mcp-session-id"]
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    done = await http.post(url, json=note, headers=bearer(token, **{"mcp-session-id": session}))
+    assert done.status_code == 202, done.text
+    return session
+
+
+async def sse_endpoint(lines: AsyncIterator[str]) -> str:
+    """The message path (`/messages/?session_id=...`) of an SSE stream's first event."""
+    async for line in lines:
+        if line.startswith("data:"):
+            return line.removeprefix("data:").strip()
+    raise AssertionError("the SSE stream ended before its endpoint event")

@@ -16,22 +16,17 @@ from server.app import build_server
 from server.settings import Settings
 from server.transports import backend_options, http_app, uvicorn_config
 
-from .conftest import CHRONOMEM, free_port, http_client, running_server, wait_for_port
+from .conftest import (
+    CHRONOMEM,
+    free_port,
+    http_client,
+    make_token,
+    running_server,
+    wait_for_port,
+)
 
 pytestmark = pytest.mark.anyio
 HOST = "127.0.0.1"
-
-
-def make_token(tokens: Path, *args: str) -> str:
-    done = subprocess.run(
-        [CHRONOMEM, "token", "create", "--auth-tokens", str(tokens), *args],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    token = done.stdout.strip()
-    assert done.stdout == token + "\n"  # the token alone on stdout
-    return token
 
 
 def test_token_file_holds_only_hashes(tmp_path: Path) -> None:
