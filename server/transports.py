@@ -11,13 +11,37 @@ from typing import Any
 import uvicorn
 from mcp.server import MCPServer
 from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
 
 from .auth import BearerAuth, TokenFile
 from .pipes import claimed_pipes
-from .settings import HTTP_PATH, MESSAGES_PATH, SSE_PATH, Settings
+from .settings import HTTP_PATH, MESSAGES_PATH, SSE_PATH, Settings, is_loopback
 
-__all__ = ["backend_options", "http_app", "serve", "serve_stdio"]
+__all__ = ["backend_options", "http_app", "rebinding_protection", "serve", "serve_stdio"]
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
+
+
+def rebinding_protection(host: str) -> TransportSecuritySettings | None:
+    """The Host and Origin headers a server on loopback `host` answers, against DNS
+    rebinding: a web page whose name now resolves to 127.x must not reach it.
+
+    The SDK protects only 127.0.0.1, localhost and ::1, and only with a port in the
+    header; any loopback address (all of 127/8) is protected here, the bound address
+    and the usual loopback names allowed with or without a port (`--port 80` sends
+    none). Off loopback the server requires tokens, which a browser never adds."""
+    if not is_loopback(host):
+        return None
+    bound = f"[{host.strip('[]')}]" if ":" in host else host
+    names = dict.fromkeys((bound, *LOOPBACK_NAMES))
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[spelling for name in names for spelling in (name, f"{name}:*")],
+        allowed_origins=[
+            spelling for name in names for spelling in (f"http://{name}", f"http://{name}:*")
+        ],
+    )
 
 
 def http_app(server: MCPServer, settings: Settings, transport: str, host: str) -> ASGIApp:
@@ -29,14 +53,20 @@ def http_app(server: MCPServer, settings: Settings, transport: str, host: str) -
     stream per call: no tool sends progress or logs mid-call, and under 16 clients
     on 2 cores it served 1.5x the calls (bench/load.py: 194 -> 299 calls/s)."""
     limit = settings.max_request_bytes
+    security = rebinding_protection(host)
     if transport == "sse":
         app: ASGIApp = server.sse_app(
-            sse_path=SSE_PATH, message_path=MESSAGES_PATH, host=host, max_request_body_size=limit
+            sse_path=SSE_PATH,
+            message_path=MESSAGES_PATH,
+            host=host,
+            transport_security=security,
+            max_request_body_size=limit,
         )
     else:
         app = server.streamable_http_app(
             streamable_http_path=HTTP_PATH,
             host=host,
+            transport_security=security,
             max_request_body_size=limit,
             json_response=True,
         )
