@@ -12,6 +12,7 @@ import hmac
 import json
 import os
 import secrets
+import sys
 import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,7 +23,16 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["BearerAuth", "Grant", "TokenFile", "TokenHolder", "create_token", "grant_of"]
+__all__ = [
+    "BearerAuth",
+    "Grant",
+    "TokenFile",
+    "TokenFileError",
+    "TokenHolder",
+    "create_token",
+    "grant_of",
+    "read_tokens",
+]
 
 TOKEN_PREFIX = "cm_"
 SCOPE_KEY = "chronomem.grant"
@@ -61,30 +71,115 @@ def _hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+class TokenFileError(ValueError):
+    """The token file cannot be trusted or read; the message names the file and why."""
+
+
+HASH_LENGTH = 64
+FIELDS: dict[str, tuple[type, ...]] = {
+    "sha256": (str,),
+    "app": (str,),
+    "user": (str,),
+    "project": (str, type(None)),
+    "read_only": (bool,),
+}
+RULES = {
+    "sha256": "64 hexadecimal digits",
+    "app": "a non-empty string",
+    "user": "a non-empty string",
+    "project": "a non-empty string or null",
+    "read_only": "true or false",
+}
+
+
+def _entry(index: int, entry: Any) -> tuple[str, Grant]:
+    where = f"tokens[{index}]"
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where}: expected an object, found {type(entry).__name__}")
+    for name, kinds in FIELDS.items():
+        if name == "project" and name not in entry:
+            continue  # optional: a token for every project
+        if name not in entry:
+            raise ValueError(f'{where}: "{name}" is missing')
+        value = entry[name]
+        valid = isinstance(value, kinds) and (not isinstance(value, str) or value.strip())
+        if name == "sha256" and valid:
+            valid = len(value) == HASH_LENGTH and all(c in "0123456789abcdef" for c in value)
+        if not valid:
+            raise ValueError(f'{where}: "{name}" must be {RULES[name]}')
+    grant = Grant(entry["app"], entry["user"], entry.get("project"), entry["read_only"])
+    return entry["sha256"], grant
+
+
+def read_tokens(path: Path) -> list[tuple[str, Grant]]:
+    """The (hash, grant) entries of the token file at `path`.
+
+    Raises:
+        TokenFileError: the file is writable by other users (any of them could add
+            a grant), unreadable, not JSON, or an entry lacks a field or has a bad one.
+    """
+    try:
+        mode = path.stat().st_mode
+        if mode & 0o022:
+            raise TokenFileError(
+                f"{path}: is writable by other users (mode {mode & 0o777:04o}): anyone who "
+                f"can write it can grant themselves access; run chmod 600 {path}"
+            )
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise TokenFileError(f"{path}: cannot be read: {reason}") from None
+    try:
+        data = json.loads(text or "{}")
+    except json.JSONDecodeError as exc:
+        raise TokenFileError(
+            f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
+    if not isinstance(data, dict):
+        raise TokenFileError(f'{path}: expected an object with a "tokens" list')
+    listed = data.get("tokens", [])
+    if not isinstance(listed, list):
+        raise TokenFileError(f'{path}: "tokens": expected a list')
+    try:
+        return [_entry(index, entry) for index, entry in enumerate(listed)]
+    except ValueError as exc:
+        raise TokenFileError(f"{path}: {exc}") from None
+
+
 class TokenFile:
+    """The token file, read at start and again whenever it changes.
+
+    Raises:
+        TokenFileError: at construction, if the file cannot be used (`read_tokens`).
+    """
+
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self._stamp: tuple[float, int] | None = None
-        self._entries: list[tuple[str, Grant]] = []
+        self._stamp: tuple[int, ...] | None = self._stamp_now()
+        self._entries = read_tokens(self.path)
 
-    def _load(self) -> None:
+    def _stamp_now(self) -> tuple[int, ...] | None:
         try:
             stat = self.path.stat()
         except FileNotFoundError:
-            self._entries, self._stamp = [], None
-            return
-        stamp = (stat.st_mtime, stat.st_size)
+            return None
+        return (stat.st_mtime_ns, stat.st_size, stat.st_mode, stat.st_ino)
+
+    def _load(self) -> None:
+        stamp = self._stamp_now()
         if stamp == self._stamp:
             return
-        data = json.loads(self.path.read_text() or "{}")
-        self._entries = [
-            (
-                entry["sha256"],
-                Grant(entry["app"], entry["user"], entry.get("project"), entry["read_only"]),
-            )
-            for entry in data.get("tokens", [])
-        ]
         self._stamp = stamp
+        if stamp is None:  # deleted: every token is revoked
+            self._entries = []
+            return
+        try:
+            self._entries = read_tokens(self.path)
+        except TokenFileError as exc:
+            # A half-saved or mistyped edit must not lock every client out, nor
+            # answer each request with a traceback (issue 15): the tokens read
+            # before stay, and the problem is said once, for this version.
+            print(f"chronomem: {exc}; still serving the tokens read before", file=sys.stderr)
 
     def verify(self, token: str) -> Grant | None:
         """The grant of `token`, or None. Compares against every hash in constant time."""
@@ -106,11 +201,16 @@ def create_token(path: str | os.PathLike[str], grant: Grant) -> str:
     """Add a new token for `grant` to the file (created if missing) and return it.
 
     The file is replaced atomically and readable by its owner only.
+
+    Raises:
+        TokenFileError: the existing file cannot be used (`read_tokens`).
     """
     target = Path(path)
     data: dict[str, Any] = {"tokens": []}
-    if target.exists() and target.read_text().strip():
-        data = json.loads(target.read_text())
+    if target.exists():
+        read_tokens(target)  # the same checks as the server's, before it is rewritten
+        data = json.loads(target.read_text() or "{}")
+        data.setdefault("tokens", [])
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     data["tokens"].append(
         {

@@ -23,7 +23,7 @@ import click
 
 from memory import DatabaseFileError
 
-from .auth import Grant, create_token
+from .auth import Grant, TokenFileError, create_token, read_tokens
 from .settings import (
     DEFAULT_HOST,
     DEFAULT_MAX_FACTS,
@@ -145,6 +145,8 @@ def serve(
         )
     if auth_tokens and not Path(auth_tokens).exists():
         raise click.UsageError(f"--auth-tokens: {auth_tokens} does not exist; create a token first")
+    if auth_tokens:
+        refuse_bad_token_file(Path(auth_tokens))
     if transport != "stdio":
         refuse_a_taken_port(host, port)
     plain_logs_unless_terminal()
@@ -246,6 +248,15 @@ def stopped_by_signals(serving: anyio.CancelScope | None, received: list[int]) -
             loop.remove_signal_handler(signum)
 
 
+def refuse_bad_token_file(path: Path) -> None:
+    """Exit 2 with one line naming the file and its problem, if it cannot be used."""
+    try:
+        read_tokens(path)
+    except TokenFileError as exc:
+        click.echo(f"chronomem: {exc}", err=True)
+        sys.exit(2)
+
+
 @main.group()
 def token() -> None:
     """Manage bearer tokens for the HTTP and SSE transports."""
@@ -272,6 +283,8 @@ def token_create(
     for name, value in (("--app", app), ("--user", user), ("--project", project)):
         if value is not None and not value.strip():
             raise click.BadParameter("must not be blank", param_hint=name)
+    if Path(auth_tokens).exists():
+        refuse_bad_token_file(Path(auth_tokens))
     click.echo(create_token(auth_tokens, Grant(app, user, project, read_only)))
 
 
