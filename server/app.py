@@ -80,4 +80,5 @@ def build_server(settings: Settings, memory: GraphMemory | None = None) -> MCPSe
     )
     resources.register(server)
     prompts.register(server)
+    prompts.check_prompt_requests(server)
     return server

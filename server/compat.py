@@ -62,6 +62,7 @@ from memory.writes import upsert_entity
 
 from .access import AppState, NotAuthorized, RequestScope, scope_of
 from .app import memory_lifespan, server_version
+from .prompts import check_prompt_requests
 from .settings import Settings
 
 __all__ = ["build_compat_server", "build_compat_tools"]
@@ -721,4 +722,5 @@ def build_compat_server(
     async def knowledge_graph() -> str:
         return json.dumps(await _read_graph(scope_of()), indent=2, ensure_ascii=False)
 
+    check_prompt_requests(server)
     return server
