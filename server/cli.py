@@ -25,11 +25,17 @@ from memory import DatabaseFileError
 
 from .auth import Grant, TokenFileError, create_token, read_tokens
 from .settings import (
+    DEFAULT_HEADER_TIMEOUT,
     DEFAULT_HOST,
+    DEFAULT_KEEP_ALIVE_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_FACTS,
+    DEFAULT_MAX_HEADER_BYTES,
     DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_MAX_SESSIONS,
     DEFAULT_MAX_TURNS,
     DEFAULT_PORT,
+    DEFAULT_SESSION_IDLE_TIMEOUT,
     HTTP_PATH,
     SSE_PATH,
     TRANSPORTS,
@@ -52,6 +58,34 @@ def scope_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="The user whose memory to use."),
         click.option("--project", envvar="CHRONOMEM_PROJECT", default=None,
                      help="Work inside this project (global memory stays visible)."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def http_limit_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The sessions and connections the HTTP transports allow (docs/security.md)."""
+    seconds = click.FloatRange(min=0, min_open=True)
+    options = [
+        click.option("--max-sessions", envvar="CHRONOMEM_MAX_SESSIONS",
+                     type=click.IntRange(min=1), default=DEFAULT_MAX_SESSIONS, show_default=True,
+                     help="Most MCP sessions one token may hold open (without auth: in all)."),
+        click.option("--session-idle-timeout", envvar="CHRONOMEM_SESSION_IDLE_TIMEOUT",
+                     type=seconds, default=DEFAULT_SESSION_IDLE_TIMEOUT, show_default=True,
+                     help="Seconds a session may sit idle before it is closed."),
+        click.option("--max-connections", envvar="CHRONOMEM_MAX_CONNECTIONS",
+                     type=click.IntRange(min=1), default=DEFAULT_MAX_CONNECTIONS,
+                     show_default=True, help="Most HTTP connections open at once."),
+        click.option("--max-header-bytes", envvar="CHRONOMEM_MAX_HEADER_BYTES",
+                     type=click.IntRange(min=1024), default=DEFAULT_MAX_HEADER_BYTES,
+                     show_default=True, help="Largest request line and headers (431 past it)."),
+        click.option("--header-timeout", envvar="CHRONOMEM_HEADER_TIMEOUT", type=seconds,
+                     default=DEFAULT_HEADER_TIMEOUT, show_default=True,
+                     help="Seconds a client has to send a whole request head."),
+        click.option("--keep-alive-timeout", envvar="CHRONOMEM_KEEP_ALIVE_TIMEOUT",
+                     type=click.IntRange(min=1), default=DEFAULT_KEEP_ALIVE_TIMEOUT,
+                     show_default=True, help="Seconds a connection may idle between requests."),
     ]  # fmt: skip
     for option in reversed(options):
         command = option(command)
@@ -103,6 +137,7 @@ def client_config(transport: str, host: str, port: int, settings: Settings) -> d
 @click.option("--max-request-bytes", envvar="CHRONOMEM_MAX_REQUEST_BYTES",
               type=click.IntRange(min=1024), default=DEFAULT_MAX_REQUEST_BYTES,
               show_default=True, help="Largest HTTP request body (sse, http).")  # fmt: skip
+@http_limit_options
 def serve(
     db: str | None,
     app: str,
@@ -116,6 +151,7 @@ def serve(
     max_facts: int,
     max_turns: int,
     max_request_bytes: int,
+    **limits: Any,
 ) -> None:
     """Run the MCP server. Example: chronomem serve --transport http
 
@@ -134,6 +170,7 @@ def serve(
     settings = Settings(
         resolve_db(db), app, user, project or None, auth_tokens,
         max_facts=max_facts, max_turns=max_turns, max_request_bytes=max_request_bytes,
+        **limits,
     )  # fmt: skip
     if transport == "stdio" and auth_tokens:
         raise click.UsageError("--auth-tokens applies to --transport sse or http, not stdio")

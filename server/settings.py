@@ -13,9 +13,15 @@ from memory import GraphMemory
 from memory.store import DEFAULT_MAX_FACTS, DEFAULT_MAX_TURNS
 
 __all__ = [
+    "DEFAULT_HEADER_TIMEOUT",
+    "DEFAULT_KEEP_ALIVE_TIMEOUT",
+    "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_MAX_FACTS",
+    "DEFAULT_MAX_HEADER_BYTES",
     "DEFAULT_MAX_REQUEST_BYTES",
+    "DEFAULT_MAX_SESSIONS",
     "DEFAULT_MAX_TURNS",
+    "DEFAULT_SESSION_IDLE_TIMEOUT",
     "Settings",
     "is_loopback",
     "resolve_db",
@@ -53,6 +59,17 @@ def is_loopback(host: str) -> bool:
 # The largest valid call (200 turns of 20,000 characters) is about 4 MB of JSON; a
 # request body past this limit is refused before it is read whole.
 DEFAULT_MAX_REQUEST_BYTES = 16 * 1024 * 1024
+# Open MCP sessions per token (without auth: in all), and the seconds a session may
+# sit idle before it is closed. A session holds about 40 KiB while open.
+DEFAULT_MAX_SESSIONS = 64
+DEFAULT_SESSION_IDLE_TIMEOUT = 300.0
+# Before any token is checked: connections open at once, the bytes of a request line
+# and headers (a request of ours needs under 1 KiB), the seconds a client has to send
+# them, and how long a connection may idle between requests (uvicorn's default).
+DEFAULT_MAX_CONNECTIONS = 512
+DEFAULT_MAX_HEADER_BYTES = 64 * 1024
+DEFAULT_HEADER_TIMEOUT = 10.0
+DEFAULT_KEEP_ALIVE_TIMEOUT = 5
 
 
 @dataclass(frozen=True)
@@ -64,7 +81,14 @@ class Settings:
     auth_tokens: str | None = None  # path of the token file; None: no auth
     max_facts: int = DEFAULT_MAX_FACTS  # per (app, user): see GraphMemory.open
     max_turns: int = DEFAULT_MAX_TURNS
-    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES  # HTTP transports only
+    # HTTP transports only:
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+    session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    keep_alive_timeout: int = DEFAULT_KEEP_ALIVE_TIMEOUT
 
     def open_memory(self) -> AbstractAsyncContextManager[GraphMemory]:
         return GraphMemory.open(self.db, max_facts=self.max_facts, max_turns=self.max_turns)

@@ -15,7 +15,9 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
 
 from .auth import BearerAuth, TokenFile
+from .connections import CompleteBodies, ConnectionLimits, guarded_protocol
 from .pipes import claimed_pipes
+from .sessions import HttpSessionLimits, SessionLimit, SseSessionLimits
 from .settings import HTTP_PATH, MESSAGES_PATH, SSE_PATH, Settings, is_loopback
 
 __all__ = ["backend_options", "http_app", "rebinding_protection", "serve", "serve_stdio"]
@@ -45,9 +47,10 @@ def rebinding_protection(host: str) -> TransportSecuritySettings | None:
 
 
 def http_app(server: MCPServer, settings: Settings, transport: str, host: str) -> ASGIApp:
-    """The ASGI app for `sse` or `http`, behind bearer auth when a token file is set.
-    The SDK answers a request body over `max_request_bytes` with 413, with or
-    without Content-Length, before it is read past the limit.
+    """The ASGI app for `sse` or `http`, behind bearer auth when a token file is set,
+    each token held to its open sessions (`server.sessions`). A request body over
+    `max_request_bytes` is answered 413, with or without Content-Length, before it
+    is read past the limit; one cut off by its client is dropped quietly.
 
     Streamable HTTP answers each POST with plain JSON (`json_response`), not an SSE
     stream per call: no tool sends progress or logs mid-call, and under 16 clients
@@ -66,10 +69,17 @@ def http_app(server: MCPServer, settings: Settings, transport: str, host: str) -
         app = server.streamable_http_app(
             streamable_http_path=HTTP_PATH,
             host=host,
+            session_idle_timeout=settings.session_idle_timeout,
             transport_security=security,
             max_request_body_size=limit,
             json_response=True,
         )
+    app = CompleteBodies(app, limit)
+    sessions = SessionLimit(settings.max_sessions, settings.session_idle_timeout)
+    if transport == "sse":
+        app = SseSessionLimits(app, sessions, SSE_PATH, MESSAGES_PATH)
+    else:
+        app = HttpSessionLimits(app, sessions)
     if settings.auth_tokens is not None:
         app = BearerAuth(app, TokenFile(settings.auth_tokens))
     return app
@@ -84,10 +94,22 @@ def backend_options(transport: str) -> dict[str, Any]:
     return {"use_uvloop": True} if use_uvloop else {}
 
 
-def uvicorn_config(app: ASGIApp, host: str, port: int) -> uvicorn.Config:
-    """HTTP/1.1 parsed by httptools (a dependency), not uvicorn's pure-Python h11."""
+def uvicorn_config(app: ASGIApp, host: str, port: int, settings: Settings) -> uvicorn.Config:
+    """HTTP/1.1 parsed by httptools (a dependency), not uvicorn's pure-Python h11, with
+    the connection limits of `settings` (`server.connections`)."""
+    limits = ConnectionLimits(
+        max_connections=settings.max_connections,
+        max_header_bytes=settings.max_header_bytes,
+        header_timeout=settings.header_timeout,
+    )
     return uvicorn.Config(
-        app, host=host, port=port, http="httptools", log_level="warning", lifespan="on"
+        app,
+        host=host,
+        port=port,
+        http=guarded_protocol(limits),
+        timeout_keep_alive=settings.keep_alive_timeout,
+        log_level="warning",
+        lifespan="on",
     )
 
 
@@ -105,7 +127,7 @@ async def serve(
         await serve_stdio(server)
         return
     app = http_app(server, settings, transport, host)
-    await uvicorn.Server(uvicorn_config(app, host, port)).serve()
+    await uvicorn.Server(uvicorn_config(app, host, port, settings)).serve()
 
 
 async def serve_stdio(server: MCPServer) -> None:

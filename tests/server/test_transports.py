@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from server.app import build_server
 from server.settings import Settings
@@ -202,13 +203,10 @@ def test_network_transports_run_on_uvloop_and_httptools() -> None:
     assert backend_options("http") == backend_options("sse") == {"use_uvloop": True}
     assert backend_options("stdio") == {}  # a pipe: the default loop serves it
     settings = Settings(":memory:")
-    config = uvicorn_config(http_app(build_server(settings), settings, "http", HOST), HOST, 8765)
-    assert (config.http, config.host, config.port, config.lifespan) == (
-        "httptools",
-        HOST,
-        8765,
-        "on",
-    )
+    app = http_app(build_server(settings), settings, "http", HOST)
+    config = uvicorn_config(app, HOST, 8765, settings)
+    assert isinstance(config.http, type) and issubclass(config.http, HttpToolsProtocol)
+    assert (config.host, config.port, config.lifespan) == (HOST, 8765, "on")
 
 
 async def test_serving_freezes_what_was_loaded_out_of_the_collectors_reach(
