@@ -110,6 +110,8 @@ class HttpSessionLimits:
         for session_id, session in list(sessions.items()):
             if not session.busy and now - session.idle_since >= timeout:
                 del sessions[session_id]  # the SDK has closed it, or is closing it now
+        if not sessions:
+            self._sessions.pop(owner, None)
         return self._opening[owner] + len(sessions)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -122,8 +124,8 @@ class HttpSessionLimits:
             await self._opening_request(owner, scope, receive, send)
             return
         session = self._sessions.get(owner, {}).get(session_id)
-        if session is None:  # not this token's: the SDK answers 404
-            await self.app(scope, receive, send)
+        if session is None:  # another token's or unknown (404), or counted out early
+            await self._untracked(owner, session_id, scope, receive, send)
             return
         status = 0
 
@@ -141,6 +143,30 @@ class HttpSessionLimits:
             session.idle_since = self.limit.clock()
             if status == 404 or (scope["method"] == "DELETE" and 200 <= status < 300):
                 self._sessions.get(owner, {}).pop(session_id, None)
+
+    async def _untracked(
+        self, owner: str | None, session_id: bytes, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """A session this token holds that was counted out a moment before the SDK
+        closed it, and used in between, is counted again; anything else is the SDK's
+        404."""
+
+        counted: _Session | None = None
+
+        async def watch(message: Message) -> None:
+            nonlocal counted
+            if message["type"] == "http.response.start" and message["status"] < 400:
+                sessions = self._sessions.setdefault(owner, {})
+                counted = sessions.setdefault(session_id, _Session(0, self.limit.clock()))
+                counted.busy += 1
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        finally:
+            if counted is not None:
+                counted.busy -= 1
+                counted.idle_since = self.limit.clock()
 
     async def _opening_request(
         self, owner: str | None, scope: Scope, receive: Receive, send: Send
