@@ -59,8 +59,9 @@ def guarded_protocol(limits: ConnectionLimits) -> type[HttpToolsProtocol]:
 
     class GuardedHttpToolsProtocol(HttpToolsProtocol):
         """Counts the bytes of each request head as they arrive (httptools buffers a
-        header whole before it reports one), and closes a connection whose head is
-        not complete within the timeout, from its first byte or its opening."""
+        header whole before it reports one) and measures it once parsed; closes a
+        connection whose head is not complete within the timeout, from its first
+        byte or its opening."""
 
         def __init__(
             self,
@@ -72,7 +73,6 @@ def guarded_protocol(limits: ConnectionLimits) -> type[HttpToolsProtocol]:
             super().__init__(config, server_state, app_state, _loop)
             self._in_head = True  # between a request's first byte and its last header
             self._head_bytes = 0  # received while in a head: bounds what httptools holds
-            self._head_size = 0  # the parsed request line and headers
             self._head_timer: asyncio.TimerHandle | None = None
             self._refused = False
 
@@ -100,23 +100,16 @@ def guarded_protocol(limits: ConnectionLimits) -> type[HttpToolsProtocol]:
             if self._refused:
                 return
             super().on_message_begin()
-            self._in_head, self._head_size = True, 0
+            self._in_head = True
             self._arm()
-
-        def on_url(self, url: bytes) -> None:
-            super().on_url(url)
-            self._head_size += len(url)
-
-        def on_header(self, name: bytes, value: bytes) -> None:
-            super().on_header(name, value)
-            self._head_size += len(name) + len(value) + 4  # ": " and CRLF
 
         def on_headers_complete(self) -> None:
             if self._refused:
                 return
             self._disarm()
             self._in_head, self._head_bytes = False, 0
-            if self._head_size > limits.max_header_bytes:
+            size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
+            if size > limits.max_header_bytes:  # a whole head that came in one read
                 self._refuse(too_large)
                 return
             super().on_headers_complete()
@@ -184,6 +177,12 @@ class CompleteBodies:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                if value.isdigit() and int(value) > self.max_bytes:
+                    await _too_large(send)  # declared too large: not a byte read
+                    return
+                break
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -198,9 +197,9 @@ class CompleteBodies:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
-        pending: list[Message] = [
-            {"type": "http.request", "body": b"".join(chunks), "more_body": False}
-        ]
+        if len(chunks) > 1:  # else the one message, as it came, is the whole body
+            message = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        pending = [message]
 
         async def replay() -> Message:
             return pending.pop() if pending else await receive()

@@ -96,7 +96,8 @@ class HttpSessionLimits:
     A request without a session id opens one (the SDK admits it, and keeps it if it
     answers below 400 with an `mcp-session-id`), so it takes a place while in flight;
     a session stays counted while a request is in flight or it was busy within the
-    idle timeout, which is when the SDK closes it, and not after a DELETE or 404."""
+    idle timeout, which is when the SDK closes it, and not after its DELETE. (One the
+    SDK ended otherwise answers 404 and is counted out once idle for the timeout.)"""
 
     def __init__(self, app: ASGIApp, limit: SessionLimit) -> None:
         self.app = app
@@ -127,6 +128,7 @@ class HttpSessionLimits:
         if session is None:  # another token's or unknown (404), or counted out early
             await self._untracked(owner, session_id, scope, receive, send)
             return
+        ending = scope["method"] == "DELETE"
         status = 0
 
         async def watch(message: Message) -> None:
@@ -137,11 +139,11 @@ class HttpSessionLimits:
 
         session.busy += 1
         try:
-            await self.app(scope, receive, watch)
+            await self.app(scope, receive, watch if ending else send)
         finally:
             session.busy -= 1
             session.idle_since = self.limit.clock()
-            if status == 404 or (scope["method"] == "DELETE" and 200 <= status < 300):
+            if ending and (200 <= status < 300 or status == 404):  # ended, or already gone
                 self._sessions.get(owner, {}).pop(session_id, None)
 
     async def _untracked(
