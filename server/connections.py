@@ -153,10 +153,10 @@ def guarded_protocol(limits: ConnectionLimits) -> type[HttpToolsProtocol]:
             self.transport.write_eof()
             self._head_timer = self.loop.call_later(limits.header_timeout, self.transport.close)
 
-        def eof_received(self) -> bool | None:
-            if self._refused:
+        def eof_received(self) -> None:
+            if self._refused:  # the client read the answer and hung up
                 self.transport.close()
-            return super().eof_received()
+            super().eof_received()
 
     return GuardedHttpToolsProtocol
 
