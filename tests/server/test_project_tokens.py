@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from .conftest import free_port, http_client, running_server, wait_for_port
-from .test_transports import make_token
+from .conftest import free_port, http_client, make_token, running_server, wait_for_port
 
 pytestmark = pytest.mark.anyio
 
