@@ -2,6 +2,7 @@
 with 10,000 facts (1,000 entities x 10) and 10,000 turns, through the Python API.
 
     .venv/bin/python -m bench.search_latency [--entities N] [--turns N] [--queries N]
+                                            [--in-project F]
 
 The generator is deterministic (seed 7). Words are drawn from a synthetic vocabulary
 of 20,000 content words with Zipf frequencies (p ~ 1/rank), ranks starting at 100:
@@ -10,6 +11,10 @@ words, so content words are what facts, turns and queries share. Queries are 2-6
 such words. A second row per search operation ("common words") uses only the 20
 most frequent words: the worst case, where a query matches a large share of memory.
 Reports p50/p95/p99 after a warm-up, on a database file in a temp folder.
+
+With `--in-project F`, that share of the entities' facts and of the turns is written
+inside a project ("p") instead, and the table is measured from the global memory and
+from the project: a search then keeps only its context's rows (`memory.ranking`).
 """
 
 from __future__ import annotations
@@ -59,18 +64,33 @@ def sentence(
     return " ".join(words[zipf_index(rng, first_rank, size)] for _ in range(length))
 
 
-async def populate(scope: MemoryScope, rng: random.Random, entities: int, turns: int) -> None:
+def _inside(index: int, share: float) -> bool:
+    """Whether the `index`-th entity or call is written inside the project: every
+    1/share-th, so the random draws are the same whatever the share."""
+    return share > 0 and index % max(1, round(1 / share)) == 0
+
+
+async def populate(
+    scope: MemoryScope,
+    rng: random.Random,
+    entities: int,
+    turns: int,
+    project: MemoryScope | None = None,
+    share: float = 0.0,
+) -> None:
     words = vocabulary(rng)
     for i in range(entities):
         facts = [sentence(rng, words, rng.randint(5, 12)) + f" #{i}.{j}" for j in range(10)]
-        await scope.remember(entity=f"entity {i}", entity_type="thing", facts=facts)
+        writer = project if project is not None and _inside(i, share) else scope
+        await writer.remember(entity=f"entity {i}", entity_type="thing", facts=facts)
         if i:
             await scope.relate(
                 source=f"entity {i}", relation="related to", target=f"entity {rng.randrange(i)}"
             )
     per_call = 50
     for start in range(0, turns, per_call):
-        await scope.record_turns(
+        writer = project if project is not None and _inside(start // per_call, share) else scope
+        await writer.record_turns(
             session_id=f"session {start // 100}",
             turns=[
                 {
@@ -98,14 +118,16 @@ async def main() -> None:
     parser.add_argument("--entities", type=int, default=1_000)
     parser.add_argument("--turns", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--in-project", type=float, default=0.0, metavar="F")
     args = parser.parse_args()
 
     rng = random.Random(SEED)
     with tempfile.TemporaryDirectory() as folder:
         async with GraphMemory.open(Path(folder) / "bench.db") as mem:
             scope = mem.scope(app="bench", user="u")
+            project = mem.scope(app="bench", user="u", project="p")
             started = time.perf_counter()
-            await populate(scope, rng, args.entities, args.turns)
+            await populate(scope, rng, args.entities, args.turns, project, args.in_project)
             build = time.perf_counter() - started
             words = vocabulary(random.Random(SEED))
             queries = [sentence(rng, words, rng.randint(2, 6)) for _ in range(args.queries)]
@@ -122,21 +144,29 @@ async def main() -> None:
                 return lambda: items[next(it) % len(items)]
 
             q, c, n = cycle(queries), cycle(common), cycle(names)
-            results = {
-                "search_nodes": await timed(lambda: scope.search_nodes(query=q()), args.queries),
-                "search_nodes, common words": await timed(
-                    lambda: scope.search_nodes(query=c()), args.queries
-                ),
-                "recall": await timed(lambda: scope.recall(query=q()), args.queries),
-                "recall, common words": await timed(lambda: scope.recall(query=c()), args.queries),
-                "profile_card": await timed(lambda: scope.profile_card(), args.queries),
-                "open_nodes (3 names)": await timed(
-                    lambda: scope.open_nodes(names=n()), args.queries
-                ),
-            }
+            contexts = {"": scope, " (in the project)": project} if args.in_project else {"": scope}
+            results = {}
+            for label, s in contexts.items():
+                results |= {
+                    f"search_nodes{label}": await timed(
+                        lambda s=s: s.search_nodes(query=q()), args.queries
+                    ),
+                    f"search_nodes, common words{label}": await timed(
+                        lambda s=s: s.search_nodes(query=c()), args.queries
+                    ),
+                    f"recall{label}": await timed(lambda s=s: s.recall(query=q()), args.queries),
+                    f"recall, common words{label}": await timed(
+                        lambda s=s: s.recall(query=c()), args.queries
+                    ),
+                    f"profile_card{label}": await timed(lambda s=s: s.profile_card(), args.queries),
+                    f"open_nodes (3 names){label}": await timed(
+                        lambda s=s: s.open_nodes(names=n()), args.queries
+                    ),
+                }
     print(
         f"One user: {args.entities:,} entities, {args.entities * 10:,} facts, "
         f"{args.turns:,} turns (seed {SEED}); built in {build:.1f} s"
+        + (f"; {args.in_project:.0%} of them in a project" if args.in_project else "")
     )
     print(f"Machine: {machine()}")
     print()

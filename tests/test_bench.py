@@ -62,6 +62,9 @@ def test_locomo_runs(tmp_path: Path) -> None:
 def test_search_latency_runs() -> None:
     out = _run("bench.search_latency", "--entities", "20", "--turns", "60", "--queries", "5")
     assert "| search_nodes |" in out and "| recall |" in out
+    args = ("--entities", "20", "--turns", "200", "--queries", "5", "--in-project", "0.25")
+    out = _run("bench.search_latency", *args)
+    assert "25% of them in a project" in out and "| recall (in the project) |" in out
 
 
 def test_tenants_runs(tmp_path: Path) -> None:
