@@ -17,11 +17,12 @@ import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from mcp.server.auth.provider import AccessToken
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 
 __all__ = [
     "BearerAuth",
@@ -61,6 +62,11 @@ class TokenHolder:
         """The ASGI `user` the SDK binds each session to: a session opened with one
         token answers 404 to every other (SSE messages, and streamable HTTP's POST,
         GET and DELETE alike), as though it did not exist (issue 15)."""
+        # Imported here: the SDK's auth package loads the whole SDK (~0.7 s), which
+        # every CLI command would otherwise pay for at start.
+        from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+        from mcp.server.auth.provider import AccessToken
+
         scopes = ["read"] if self.grant.read_only else ["read", "write"]
         return AuthenticatedUser(
             AccessToken(token=self.token_id, client_id=self.token_id, scopes=scopes)

@@ -64,3 +64,15 @@ def test_only_loopback_addresses_count_as_loopback() -> None:
         assert is_loopback(host), host
     for host in ("0.0.0.0", "::", "192.168.1.10", "127.evil.example", "example.com", ""):
         assert not is_loopback(host), host
+
+
+def test_the_command_line_loads_without_the_mcp_sdk() -> None:
+    """Every CLI command starts a process: loading the SDK cost each one ~0.7 s (the
+    `serve` command loads it when it serves)."""
+    import subprocess
+    import sys
+
+    probe = "import sys, server.cli; print(sorted(m for m in sys.modules if m == 'mcp'))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

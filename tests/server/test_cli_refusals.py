@@ -106,7 +106,7 @@ def _entities_in(db: Path) -> int:
 async def test_ctrl_c_stops_an_import_between_batches_and_running_it_again_resumes(
     cli: Cli, tmp_path: Path
 ) -> None:
-    lines = 100_000  # five batches
+    lines = 45_000  # three batches
     source = tmp_path / "memory.jsonl"
     with source.open("w") as out:
         for i in range(lines):
