@@ -4,7 +4,7 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,20 +47,38 @@ def running_server(*args: str) -> Iterator[subprocess.Popen[str]]:
     try:
         yield process
     finally:
-        process.terminate()
-        try:
-            process.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
+        stop(process)
 
 
-async def wait_for_port(port: int, process: subprocess.Popen[str]) -> None:
+def stop(process: subprocess.Popen[str]) -> None:
+    """Terminate a server, killing it if it has not exited within 10 s."""
+    process.terminate()
+    try:
+        process.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+
+
+async def wait_for_port(
+    port: int,
+    process: subprocess.Popen[str],
+    host: str = "127.0.0.1",
+    output: Callable[[], str] | None = None,
+) -> None:
+    """Until the server accepts connections on `port`; fails with its `output` (by
+    default its stderr) if it exits first."""
+
+    def told() -> str:
+        if output is not None:
+            return output()
+        return process.stderr.read() if process.stderr else ""
+
     with anyio.fail_after(20):
         while True:
-            assert process.poll() is None, process.stderr.read() if process.stderr else ""
+            assert process.poll() is None, told()
             try:
-                stream = await anyio.connect_tcp("127.0.0.1", port)
+                stream = await anyio.connect_tcp(host, port)
             except OSError:
                 await anyio.sleep(0.05)
             else:
@@ -123,24 +141,10 @@ async def serving(tmp_path: Path, *args: str, host: str = "127.0.0.1") -> AsyncI
             env={**os.environ, "CHRONOMEM_DB": ""},
         )  # fmt: skip
     try:
-        with anyio.fail_after(20):
-            while True:
-                assert process.poll() is None, log.read_text()
-                try:
-                    stream = await anyio.connect_tcp(host, port)
-                except OSError:
-                    await anyio.sleep(0.05)
-                else:
-                    await stream.aclose()
-                    break
+        await wait_for_port(port, process, host, log.read_text)
         yield Served(port, process, log)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
 
 
 PROTOCOL = "2025-06-18"

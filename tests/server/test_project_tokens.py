@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from .conftest import free_port, http_client, make_token, running_server, wait_for_port
+from .conftest import http_client, make_token, serving
 
 pytestmark = pytest.mark.anyio
 
@@ -49,13 +49,9 @@ async def test_a_project_token_changes_nothing_outside_its_project(
     owner = make_token(tokens, "--app", "coach", "--user", "alice")
     in_a = make_token(tokens, "--app", "coach", "--user", "alice", "--project", "A")
     in_b = make_token(tokens, "--app", "coach", "--user", "alice", "--project", "B")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}{'/mcp' if transport == 'http' else '/sse'}"
-    with running_server(
-        "--transport", transport, "--port", str(port), "--auth-tokens", str(tokens),
-        "--db", str(tmp_path / "memory.db"),
-    ) as process:  # fmt: skip
-        await wait_for_port(port, process)
+    args = ("--transport", transport, "--auth-tokens", str(tokens))
+    async with serving(tmp_path, *args) as server:
+        url = server.url("/mcp" if transport == "http" else "/sse")
         async with http_client(url, owner) as client:
             await _ok(client, "remember", {"entity": "Alice", "facts": ["basic plan"], "attribute": "plan"})  # fmt: skip
             tea = await _ok(client, "remember", {"entity": "Alice", "facts": ["likes tea"]})
