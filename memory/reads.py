@@ -92,7 +92,7 @@ COUNT_VISIBLE = f"""
 # other scope, or forged, it is refused.
 SELECT_FILE_KEY = "SELECT key FROM file_secret WHERE id = 1"
 POSITION_BYTES = 8
-SEAL_BYTES = 12
+SEAL_BYTES = 8
 
 
 def _keyed(tx: Tx, scope: ScopeKey, owner: int, purpose: bytes, data: bytes = b"") -> bytes:
