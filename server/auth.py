@@ -62,8 +62,8 @@ class TokenHolder:
         """The ASGI `user` the SDK binds each session to: a session opened with one
         token answers 404 to every other (SSE messages, and streamable HTTP's POST,
         GET and DELETE alike), as though it did not exist (issue 15)."""
-        # Imported here: the SDK's auth package loads the whole SDK (~0.7 s), which
-        # every CLI command would otherwise pay for at start.
+        # Imported here: the SDK's auth package loads the whole SDK, which every CLI
+        # command would otherwise pay for at start.
         from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
         from mcp.server.auth.provider import AccessToken
 

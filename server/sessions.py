@@ -1,9 +1,8 @@
 """How many MCP sessions one token may hold open over HTTP, and for how long idle.
 
-A session costs memory for as long as it is open (a server task, its streams: about
-40 KiB each), so one client opening sessions in a loop could fill the server's
-memory and, at the SDK's own cap, lock every other client out (issue 15: 10,000
-sessions from one read-only token in 18 s). Each token may hold `max_sessions`
+A session costs memory for as long as it is open (a server task, its streams), so
+one client opening sessions in a loop could fill the server's memory and, at the
+SDK's own cap, lock every other client out. Each token may hold `max_sessions`
 open at once; without auth (one user, on loopback) that cap is the server's. A
 session with no request in flight for `idle_timeout` seconds is closed: the SDK
 closes streamable-HTTP sessions itself (given the same timeout), and an SSE

@@ -60,11 +60,11 @@ def is_loopback(host: str) -> bool:
 # request body past this limit is refused before it is read whole.
 DEFAULT_MAX_REQUEST_BYTES = 16 * 1024 * 1024
 # Open MCP sessions per token (without auth: in all), and the seconds a session may
-# sit idle before it is closed. A session holds about 40 KiB while open.
+# sit idle before it is closed.
 DEFAULT_MAX_SESSIONS = 64
 DEFAULT_SESSION_IDLE_TIMEOUT = 300.0
 # Before any token is checked: connections open at once, the bytes of a request line
-# and headers (a request of ours needs under 1 KiB), the seconds a client has to send
+# and headers (far more than an MCP request needs), the seconds a client has to send
 # them, and how long a connection may idle between requests (uvicorn's default).
 DEFAULT_MAX_CONNECTIONS = 512
 DEFAULT_MAX_HEADER_BYTES = 64 * 1024
