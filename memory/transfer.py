@@ -452,24 +452,31 @@ def _write_rows(batch: Batch, steps: list[Step]) -> None:
     tx.raise_changed_at({id_: at for id_, at in changed.items() if id_ < first_new})
 
 
-def _changed_at(
+def _named(
     rows_by_kind: Iterable[list[tuple[Any, ...]]], kinds: Iterable[str]
-) -> dict[int, int]:
-    """The latest recorded_at of the global facts and relations in `rows_by_kind` (rows
-    of `kinds`, in that order) for each entity they name: `schema.CHANGED_NEW` in
-    Python. (A project's rows raise the entity in that project: `_project_changes`.)"""
-    latest: dict[int, int] = {}
+) -> Iterator[tuple[int, str, int]]:
+    """(entity, project, recorded_at) for each entity each fact or relation of
+    `rows_by_kind` (rows of `kinds`, in that order) names."""
     for kind, rows in zip(kinds, rows_by_kind, strict=True):
         names = ROW_KINDS[kind].names
         if names is None:  # turns name no entity
             continue
         for row in rows:
-            if row[2] != GLOBAL:
-                continue
             entity_ids, recorded_at = names(row)
             for entity_id in entity_ids:
-                if recorded_at > latest.get(entity_id, -1):
-                    latest[entity_id] = recorded_at
+                yield entity_id, row[2], recorded_at
+
+
+def _changed_at(
+    rows_by_kind: Iterable[list[tuple[Any, ...]]], kinds: Iterable[str]
+) -> dict[int, int]:
+    """The latest recorded_at of the global facts and relations in `rows_by_kind` for
+    each entity they name: `schema.CHANGED_NEW` in Python. (A project's rows raise the
+    entity in that project: `_project_changes`.)"""
+    latest: dict[int, int] = {}
+    for entity_id, project, recorded_at in _named(rows_by_kind, kinds):
+        if project == GLOBAL and recorded_at > latest.get(entity_id, -1):
+            latest[entity_id] = recorded_at
     return latest
 
 
@@ -482,17 +489,10 @@ def _project_changes(
     """(entity, project, owner, latest recorded_at) for the project rows of
     `rows_by_kind`, as `schema.CHANGED_NEW` raises them in `entity_change`."""
     latest: dict[tuple[int, str], int] = {}
-    for kind, rows in zip(kinds, rows_by_kind, strict=True):
-        names = ROW_KINDS[kind].names
-        if names is None:
-            continue
-        for row in rows:
-            if row[2] == GLOBAL:
-                continue
-            entity_ids, recorded_at = names(row)
-            for entity_id in entity_ids:
-                key = (entity_id, row[2])
-                latest[key] = max(latest.get(key, -1), recorded_at)
+    for entity_id, project, recorded_at in _named(rows_by_kind, kinds):
+        if project != GLOBAL:
+            key = (entity_id, project)
+            latest[key] = max(latest.get(key, -1), recorded_at)
     return [(entity, project, owner, at) for (entity, project), at in latest.items()]
 
 
