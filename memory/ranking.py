@@ -384,11 +384,13 @@ def best_rows(
     enough: Callable[[list[tuple[float, sqlite3.Row]]], bool] | None = None,
 ) -> list[tuple[float, sqlite3.Row]]:
     """The best `wanted` rows of `index` matching `terms` that pass the filters of `sql`
-    (see `passing`), best first. When the ranking was partial (common words left out,
-    or only their newest rows taken) and fewer than half of its rows pass the filters
-    (another project, session or time), or, for a query of common words only,
-    `enough` says the rows are too few (too few entities among them), the common
-    words' windows grow, at last to every match: a filter never hides a match."""
+    (see `passing`; `params` holds its parameters, the context's project `p` among
+    them, by which the rows are ranked), best first. When the ranking was partial
+    (common words left out, or only their newest rows taken) and fewer than half of
+    its rows pass the filters (another project, session or time), or, for a query of
+    common words only, `enough` says the rows are too few (too few entities among
+    them), the common words' windows grow, at last to every match: a filter never
+    hides a match."""
     rows: list[tuple[float, sqlite3.Row]] = []
     for grown in GROWTH:
         found = ranked(tx, index, terms, owner, params["p"], grown)
