@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint format run demo clean
+.PHONY: install test lint typecheck format run demo clean
 
 install: $(STAMP)
 
@@ -17,6 +17,9 @@ $(STAMP): pyproject.toml
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+typecheck: install
+	$(BIN)/mypy
 
 format: install
 	$(BIN)/ruff format .
