@@ -10,6 +10,7 @@ This package knows nothing of MCP; `server/` adapts it.
 from .errors import ChronomemError, DatabaseFileError, InvalidInputError, MemoryFullError
 from .graph_memory import GraphMemory
 from .models import (
+    DeleteEntitiesResult,
     Entity,
     EntityInfo,
     EntityRef,
@@ -34,6 +35,7 @@ from .scope import MemoryScope
 __all__ = [
     "ChronomemError",
     "DatabaseFileError",
+    "DeleteEntitiesResult",
     "Entity",
     "EntityInfo",
     "EntityRef",

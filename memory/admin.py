@@ -71,6 +71,8 @@ PURGE = {
         ("closings", "DELETE FROM relation_closing WHERE owner_id = :owner"),
         ("", "DELETE FROM entity_change WHERE owner_id = :owner"),
         ("", "DELETE FROM project_entity_type WHERE owner_id = :owner"),
+        ("", "DELETE FROM entity_life WHERE owner_id = :owner"),
+        ("", "DELETE FROM entity_type_version WHERE owner_id = :owner"),
         ("turns", "DELETE FROM turn WHERE owner_id = :owner"),
         ("relations", "DELETE FROM relation WHERE owner_id = :owner"),
         ("observations", "DELETE FROM observation WHERE owner_id = :owner"),
@@ -87,11 +89,24 @@ PURGE = {
         """),
         ("", "DELETE FROM entity_change WHERE owner_id = :owner AND project = :project"),
         ("", "DELETE FROM project_entity_type WHERE owner_id = :owner AND project = :project"),
+        ("", "DELETE FROM entity_life WHERE owner_id = :owner AND project = :project"),
+        ("", """
+            DELETE FROM entity_type_version WHERE owner_id = :owner AND project = :project
+        """),
         ("turns", "DELETE FROM turn WHERE owner_id = :owner AND project = :project"),
         ("relations", "DELETE FROM relation WHERE owner_id = :owner AND project = :project"),
         ("observations", "DELETE FROM observation WHERE owner_id = :owner AND project = :project"),
         # Entities created in the project go, unless other memory still refers to them;
         # those become global, since that other memory is global or another project's.
+        # Their deletions and types in other contexts go with them.
+        *(("", f"""
+            DELETE FROM {table} WHERE entity_id IN (
+                SELECT id FROM entity WHERE owner_id = :owner AND project = :project
+                  AND NOT EXISTS (SELECT 1 FROM observation o WHERE o.entity_id = entity.id)
+                  AND NOT EXISTS (SELECT 1 FROM relation r
+                                  WHERE r.source_id = entity.id OR r.target_id = entity.id))
+        """) for table in ("entity_life", "entity_type_version", "project_entity_type",
+                           "entity_change")),
         ("entities", """
             DELETE FROM entity WHERE owner_id = :owner AND project = :project
               AND NOT EXISTS (SELECT 1 FROM observation o WHERE o.entity_id = entity.id)

@@ -27,7 +27,11 @@ from .validation import (
 )
 
 __all__ = [
+    "CreateEntityArgs",
+    "DeleteEntitiesArgs",
+    "DeleteEntitiesResult",
     "Entity",
+    "EntityDeletion",
     "EntityInfo",
     "EntityRef",
     "ForgetArgs",
@@ -58,6 +62,7 @@ __all__ = [
     "TimelineObservation",
     "TimelineRelation",
     "TurnIn",
+    "TypeVersion",
 ]
 
 
@@ -121,6 +126,17 @@ class ForgetArgs(_Model):
     ids: list[Id] | None = Field(None, max_length=IDS_PER_CALL)
     entities: list[Name] | None = Field(None, max_length=IDS_PER_CALL)
     valid_to: Timestamp | None = Field(None, description="Default: now.")
+    reason: Reason | None = None
+
+
+class CreateEntityArgs(_Model):
+    name: Name = Field(description="Matched case-insensitively.")
+    entity_type: Label | None = Field(None, description="e.g. person, place. Default: general.")
+
+
+class DeleteEntitiesArgs(_Model):
+    names: list[Name] = Field(min_length=1, max_length=IDS_PER_CALL)
+    valid_to: Timestamp | None = Field(None, description="When their facts ended. Default: now.")
     reason: Reason | None = None
 
 
@@ -318,8 +334,33 @@ class ReadGraphResult(_Model):
     next_cursor: str | None
 
 
+class DeleteEntitiesResult(_Model):
+    deleted: list[str] = Field(description="The entities deleted, as stored.")
+    invalidated: list[str] = Field(description="Ids of their facts and relations closed.")
+    not_found: list[str]
+
+
+class TypeVersion(_Model):
+    entity_type: str
+    recorded_at: str
+
+
+class EntityDeletion(_Model):
+    deleted_at: str
+    restored_at: str | None = _omitted_when_none("When something was written about it again.")
+
+
+def _is_empty(value: object) -> bool:
+    return not value
+
+
 class HistoryResult(_Model):
     entity: str
+    entity_types: list[TypeVersion] = Field(description="Its type over time, oldest first.")
+    deleted_at: str | None = _omitted_when_none("When it was deleted, if it is deleted now.")
+    deletions: list[EntityDeletion] = Field(
+        default_factory=list, exclude_if=_is_empty, description="Every deletion, oldest first."
+    )
     timeline: list[TimelineItem]
 
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .entity_life import NOT_DELETED
 from .models import Observation, Relation
 from .overlay import GLOBAL, SEEN
 from .store import Tx, json_list
@@ -46,8 +47,9 @@ def ensure_owner(tx: Tx, scope: ScopeKey) -> int:
 
 
 # An entity is visible in a context when it was created there or has a fact or
-# relation there, all as recorded by :known_at (DESIGN §2, Scope).
-ENTITY_VISIBLE = """
+# relation there, all as recorded by :known_at (DESIGN §2, Scope), and the context
+# had not deleted it by then (`entity_life`).
+ENTITY_KNOWN = """
     e.owner_id = :owner AND e.recorded_at <= :known_at AND (
         e.project IN (:g, :p)
         OR EXISTS (SELECT 1 FROM observation o WHERE o.entity_id = e.id
@@ -58,29 +60,41 @@ ENTITY_VISIBLE = """
                    AND r.project IN (:g, :p) AND r.recorded_at <= :known_at)
     )
 """
+ENTITY_VISIBLE = f"{ENTITY_KNOWN} AND {NOT_DELETED}"
 
-SELECT_VISIBLE_ENTITIES = f"""
-    SELECT e.* FROM {SEEN["entity"]} e
-    WHERE e.name_key IN (SELECT value FROM json_each(:keys)) AND {ENTITY_VISIBLE}
-"""
+SELECT_VISIBLE_ENTITIES = {
+    deleted_too: f"""
+        SELECT e.* FROM {SEEN["entity"]} e
+        WHERE e.name_key IN (SELECT value FROM json_each(:keys))
+          AND {ENTITY_KNOWN if deleted_too else ENTITY_VISIBLE}
+    """
+    for deleted_too in (False, True)
+}
 
 
 def visible_entities(
-    tx: Tx, scope: ScopeKey, owner: int | None, keys: Sequence[str], known_at: int
+    tx: Tx,
+    scope: ScopeKey,
+    owner: int | None,
+    keys: Sequence[str],
+    known_at: int,
+    deleted_too: bool = False,
 ) -> dict[str, sqlite3.Row]:
-    """The entities with these name keys that a read at `known_at` sees, by key."""
+    """The entities with these name keys that a read at `known_at` sees, by key
+    (with `deleted_too`, also those it had deleted by then)."""
     if owner is None or not keys:
         return {}
     rows = tx.all(
-        SELECT_VISIBLE_ENTITIES, scope.params(owner, keys=json_list(keys), known_at=known_at)
+        SELECT_VISIBLE_ENTITIES[deleted_too],
+        scope.params(owner, keys=json_list(keys), known_at=known_at),
     )
     return {row["name_key"]: row for row in rows}
 
 
 def visible_entity(
-    tx: Tx, scope: ScopeKey, owner: int | None, key: str, known_at: int
+    tx: Tx, scope: ScopeKey, owner: int | None, key: str, known_at: int, deleted_too: bool = False
 ) -> sqlite3.Row | None:
-    return (visible_entities(tx, scope, owner, [key], known_at)).get(key)
+    return (visible_entities(tx, scope, owner, [key], known_at, deleted_too)).get(key)
 
 
 def _observations_sql(include_history: bool) -> str:

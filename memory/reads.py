@@ -10,18 +10,29 @@ import base64
 import binascii
 import hashlib
 import hmac
+import sqlite3
 
+from .entity_life import (
+    NOT_DELETED,
+    TypeRecord,
+    deletions_of,
+    type_versions,
+    types_then,
+)
 from .errors import InvalidInputError
 from .models import (
     Entity,
+    EntityDeletion,
     HistoryArgs,
     HistoryResult,
+    Observation,
     OpenNodesArgs,
     OpenNodesResult,
     ReadGraphArgs,
     ReadGraphResult,
     TimelineObservation,
     TimelineRelation,
+    TypeVersion,
 )
 from .names import match_key
 from .overlay import SEEN
@@ -37,7 +48,7 @@ from .queries import (
 from .schema import owner_range
 from .store import Tx
 from .temporal import Moment
-from .timestamps import parse_time
+from .timestamps import format_time, parse_time
 
 
 def moment(tx: Tx, as_of: int | None, known_at: int | None) -> Moment:
@@ -65,11 +76,15 @@ def open_nodes(tx: Tx, scope: ScopeKey, args: OpenNodesArgs) -> OpenNodesResult:
     ids = [row["id"] for row in rows.values()]
     facts = observations_of(tx, scope, owner, ids, at, args.include_history)
     relations = relations_of(tx, scope, owner, ids, at, args.include_history, touching=True)
-    entities = [
-        Entity(name=row["name"], entity_type=row["entity_type"], observations=facts[row["id"]])
-        for row in rows.values()
-    ]
+    types = types_then(tx, scope.project, ids, at)
+    entities = [_entity(row, types, facts) for row in rows.values()]
     return OpenNodesResult(entities=entities, relations=relations, missing=missing)
+
+
+def _entity(row: sqlite3.Row, types: dict[int, str], facts: dict[int, list[Observation]]) -> Entity:
+    """The entity of `row`, with its type at the read's moment where that is not today's."""
+    entity_type = types.get(row["id"], row["entity_type"])
+    return Entity(name=row["name"], entity_type=entity_type, observations=facts[row["id"]])
 
 
 SELECT_PAGE = f"""
@@ -82,6 +97,11 @@ SELECT_PAGE = f"""
 COUNT_VISIBLE = f"""
     SELECT (SELECT count(*) FROM entity
             WHERE owner_id = :owner AND project IN (:g, :p) AND recorded_at <= :known_at)
+         - (SELECT count(*) FROM entity e  -- of those, the ones the context deleted
+            WHERE e.id IN (SELECT entity_id FROM entity_life
+                           WHERE owner_id = :owner AND project IN (:g, :p))
+              AND e.project IN (:g, :p) AND e.recorded_at <= :known_at
+              AND NOT ({NOT_DELETED}))
          + (SELECT count(*) FROM entity e  -- project > '' (global): in some project
             WHERE e.owner_id = :owner AND e.project > :g AND e.project <> :p
               AND {ENTITY_VISIBLE})
@@ -148,11 +168,9 @@ def read_graph(tx: Tx, scope: ScopeKey, args: ReadGraphArgs) -> ReadGraphResult:
     ids = [row["id"] for row in page]
     facts = observations_of(tx, scope, owner, ids, at, args.include_history)
     relations = relations_of(tx, scope, owner, ids, at, args.include_history, touching=False)
+    types = types_then(tx, scope.project, ids, at)
     return ReadGraphResult(
-        entities=[
-            Entity(name=row["name"], entity_type=row["entity_type"], observations=facts[row["id"]])
-            for row in page
-        ],
+        entities=[_entity(row, types, facts) for row in page],
         relations=relations,
         total_entities=total_row[0] if total_row else 0,
         next_cursor=_encode_cursor(tx, scope, owner, ids[-1]) if has_more else None,
@@ -161,7 +179,7 @@ def read_graph(tx: Tx, scope: ScopeKey, args: ReadGraphArgs) -> ReadGraphResult:
 
 def history(tx: Tx, scope: ScopeKey, args: HistoryArgs) -> HistoryResult:
     owner = find_owner(tx, scope)
-    row = visible_entity(tx, scope, owner, match_key(args.entity), tx.now)
+    row = visible_entity(tx, scope, owner, match_key(args.entity), tx.now, deleted_too=True)
     if owner is None or row is None:
         raise InvalidInputError(f"entity: no entity named {args.entity!r} in this scope")
     at = Moment(tx.now, tx.now)
@@ -175,4 +193,21 @@ def history(tx: Tx, scope: ScopeKey, args: HistoryArgs) -> HistoryResult:
         [*facts[row["id"]], *relations],
         key=lambda item: (parse_time(item.valid_from), parse_time(item.recorded_at)),
     )
-    return HistoryResult(entity=row["name"], timeline=timeline)
+    versions = type_versions(tx, scope.project, [row["id"]])[row["id"]] or [
+        TypeRecord(row["entity_type"], row["recorded_at"])
+    ]
+    deletions = [
+        EntityDeletion(deleted_at=span.deleted_at, restored_at=span.restored_at)
+        for span in deletions_of(tx, scope.project, row["id"])
+    ]
+    deleted_now = deletions[-1] if deletions and deletions[-1].restored_at is None else None
+    return HistoryResult(
+        entity=row["name"],
+        entity_types=[
+            TypeVersion(entity_type=v.entity_type, recorded_at=format_time(v.recorded_at))
+            for v in versions
+        ],
+        deleted_at=deleted_now.deleted_at if deleted_now is not None else None,
+        deletions=deletions,
+        timeline=timeline,
+    )

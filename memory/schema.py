@@ -661,4 +661,44 @@ MIGRATIONS[6] = [
     *_CLOSED_TRIGGERS,
 ]
 
+# An entity's own records on the time axes (`entity_life`): its deletions and returns
+# by context, and every type it was given, globally or by a project. A file of
+# schema 6 keeps each entity's types of now as their first versions. An entity's
+# latest life record is read in key order, without sorting. The key's columns come
+# first: SQLite's integrity_check misreads a WITHOUT ROWID table whose key columns
+# follow others.
+MIGRATIONS[7] = [
+    """
+    CREATE TABLE entity_life (
+        entity_id INTEGER NOT NULL REFERENCES entity (id),
+        at INTEGER NOT NULL,
+        project TEXT NOT NULL,
+        owner_id INTEGER NOT NULL REFERENCES owner (id),
+        alive INTEGER NOT NULL CHECK (alive IN (0, 1)),
+        PRIMARY KEY (entity_id, at, project)
+    ) WITHOUT ROWID
+    """,
+    "CREATE INDEX entity_life_scope ON entity_life (owner_id, project)",
+    """
+    CREATE TABLE entity_type_version (
+        entity_id INTEGER NOT NULL REFERENCES entity (id),
+        project TEXT NOT NULL,
+        recorded_at INTEGER NOT NULL,
+        owner_id INTEGER NOT NULL REFERENCES owner (id),
+        entity_type TEXT NOT NULL,
+        PRIMARY KEY (entity_id, project, recorded_at)
+    ) WITHOUT ROWID
+    """,
+    "CREATE INDEX entity_type_version_scope ON entity_type_version (owner_id, project)",
+    """
+    INSERT INTO entity_type_version (entity_id, project, owner_id, entity_type, recorded_at)
+    SELECT id, '', owner_id, entity_type, recorded_at FROM entity
+    """,
+    """
+    INSERT INTO entity_type_version (entity_id, project, owner_id, entity_type, recorded_at)
+    SELECT c.entity_id, c.project, c.owner_id, c.entity_type, e.recorded_at
+    FROM project_entity_type c JOIN entity e ON e.id = c.entity_id
+    """,
+]
+
 LATEST_VERSION = max(MIGRATIONS)

@@ -8,7 +8,7 @@ transaction. The MCP tools and CLI commands call these same methods.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -17,6 +17,10 @@ from pydantic import BaseModel
 from . import admin, import_check, profile, reads, search, transfer, writes
 from .errors import ImportInterrupted, InvalidInputError, MemoryFullError
 from .models import (
+    CreateEntityArgs,
+    DeleteEntitiesArgs,
+    DeleteEntitiesResult,
+    EntityRef,
     ForgetArgs,
     ForgetResult,
     HistoryArgs,
@@ -391,6 +395,47 @@ class MemoryScope:
         return await self._write(
             writes.record_turns, RecordTurnsArgs, session_id=session_id, turns=turns
         )
+
+    # ------------------------------------------------------------ entities themselves
+
+    async def create_entity(self, name: str, entity_type: str | None = None) -> EntityRef:
+        """The entity `name`, created with no facts if new (`created` says so); a given
+        type replaces its old one, and a deleted entity is back."""
+        return await self._write(
+            writes.create_entity, CreateEntityArgs, name=name, entity_type=entity_type
+        )
+
+    async def delete_entities(
+        self, names: Sequence[str], valid_to: Time | None = None, reason: str | None = None
+    ) -> DeleteEntitiesResult:
+        """Close every open fact and relation of the entities and record their deletion:
+        reads from now on leave them out, reads at an earlier `known_at` still see
+        them, and `history` says when. Writing about one again brings it back."""
+        return await self._write(
+            writes.delete_entities, DeleteEntitiesArgs, names=names, valid_to=valid_to,
+            reason=reason,
+        )  # fmt: skip
+
+    async def iterate_graph(
+        self,
+        as_of: Time | None = None,
+        known_at: Time | None = None,
+        include_history: bool = False,
+        page_size: int = 500,
+    ) -> AsyncIterator[ReadGraphResult]:
+        """Every page of `read_graph`, in its order; each relation comes once, on the
+        page of its source. Each page is its own read: without `known_at`, a page
+        read later also sees what was written in between."""
+        cursor = None
+        while True:
+            page = await self.read_graph(
+                as_of=as_of, known_at=known_at, include_history=include_history,
+                limit=page_size, cursor=cursor,
+            )  # fmt: skip
+            yield page
+            cursor = page.next_cursor
+            if cursor is None:
+                return
 
 
 def _until(stop: Callable[[], bool], lines: Iterable[str]) -> Iterator[str]:

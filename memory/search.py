@@ -19,6 +19,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .entity_life import NOT_DELETED, types_then
 from .models import (
     EntityInfo,
     Observation,
@@ -113,7 +114,8 @@ def _relation_rows(include_history: bool) -> str:
 FACT_ROWS = {history: _fact_rows(history) for history in (False, True)}
 RELATION_ROWS = {history: _relation_rows(history) for history in (False, True)}
 SELECT_ENTITIES_BY_ID = f"""
-    SELECT e.* FROM {SEEN["entity"]} e WHERE e.id IN (SELECT value FROM json_each(:ids))
+    SELECT e.* FROM {SEEN["entity"]} e
+    WHERE e.id IN (SELECT value FROM json_each(:ids)) AND {NOT_DELETED}
 """
 
 
@@ -222,10 +224,15 @@ def find_entities(
         # Only the best `limit` need their rows (ties on the score go by changed_at).
         cut = sorted(scores.values(), reverse=True)[limit - 1]
         ids = [entity_id for entity_id in ids if scores[entity_id] >= cut]
-    rows = tx.all(SELECT_ENTITIES_BY_ID, scope.params(owner, ids=json_list(ids)))
+    rows = tx.all(
+        SELECT_ENTITIES_BY_ID, scope.params(owner, ids=json_list(ids), known_at=at.known_at)
+    )
     if entity_type is not None:
         wanted = match_key(entity_type)
-        rows = [row for row in rows if match_key(row["entity_type"]) == wanted]
+        types = types_then(tx, scope.project, [row["id"] for row in rows], at)
+        rows = [
+            row for row in rows if match_key(types.get(row["id"], row["entity_type"])) == wanted
+        ]
     rows.sort(key=lambda row: (-scores[row["id"]], -row["changed_at"], -row["id"]))
     if not rows:
         return []
@@ -372,6 +379,7 @@ def search_nodes(tx: Tx, scope: ScopeKey, args: SearchNodesArgs) -> SearchNodesR
     bare = [item.id for item in items if not item.facts and not item.relations]
     newest_relations = _newest(tx, NEWEST_RELATIONS, params, bare, per_hit)
 
+    types = types_then(tx, scope.project, [row["id"] for row, _, _ in found], at)
     hits = []
     for row, score, item in found:
         observations: list[Observation]
@@ -386,7 +394,9 @@ def search_nodes(tx: Tx, scope: ScopeKey, args: SearchNodesArgs) -> SearchNodesR
             links = [relation_view(link, at) for link in newest_relations.get(item.id, [])]
         hits.append(
             SearchHit(
-                entity=EntityInfo(name=row["name"], entity_type=row["entity_type"]),
+                entity=EntityInfo(
+                    name=row["name"], entity_type=types.get(row["id"], row["entity_type"])
+                ),
                 score=_rounded(score),
                 observations=observations,
                 relations=links,

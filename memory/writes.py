@@ -11,8 +11,12 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from .entity_life import is_deleted, record_life, record_type
 from .errors import InvalidInputError
 from .models import (
+    CreateEntityArgs,
+    DeleteEntitiesArgs,
+    DeleteEntitiesResult,
     EntityRef,
     ForgetArgs,
     ForgetResult,
@@ -24,7 +28,7 @@ from .models import (
     RememberResult,
 )
 from .names import display_name, match_key, relation_type
-from .overlay import CLOSE_ROW, INSERT_CLOSING, SEEN, SET_PROJECT_TYPE, closing_rows
+from .overlay import CLOSE_ROW, GLOBAL, INSERT_CLOSING, SEEN, SET_PROJECT_TYPE, closing_rows
 from .queries import (
     RELATION_COLUMNS,
     SELECT_OBSERVATION_BY_ID,
@@ -32,6 +36,7 @@ from .queries import (
     ScopeKey,
     ensure_owner,
     find_owner,
+    visible_entities,
     visible_entity,
 )
 from .schema import RETYPE_FTS_STATS
@@ -91,7 +96,10 @@ def upsert_entity(
                 "now": tx.now,
             },
         )
+        record_type(tx, GLOBAL, entity_id, kind, tx.now)
         return EntityRow(entity_id, display_name(name), kind, created=True)
+    if is_deleted(tx, scope.project, row["id"]):  # written about again: it is back
+        record_life(tx, scope.project, row["id"], alive=True)
     kind = row["entity_type"]
     if entity_type is not None and entity_type != kind:
         if scope.project and row["recorded_at"] < tx.now:
@@ -100,8 +108,10 @@ def upsert_entity(
                 {"id": row["id"], "project": scope.project, "owner": owner,
                  "entity_type": entity_type},
             )  # fmt: skip
+            record_type(tx, scope.project, row["id"], entity_type, tx.now)
         else:
             retype(tx, row["id"], entity_type)
+            record_type(tx, GLOBAL, row["id"], entity_type, tx.now)
         kind = entity_type
     return EntityRow(row["id"], row["name"], kind, created=False)
 
@@ -501,3 +511,47 @@ def record_turns(tx: Tx, scope: ScopeKey, args: RecordTurnsArgs) -> RecordTurnsR
         ],
     )
     return RecordTurnsResult(stored=len(ids), ids=ids)
+
+
+# ---------------------------------------------------------------- entities themselves
+
+
+def create_entity(tx: Tx, scope: ScopeKey, args: CreateEntityArgs) -> EntityRef:
+    """The entity, created with no facts if new; a given type replaces its old one, and
+    a deleted entity is back (as any write about it brings it back)."""
+    owner = ensure_owner(tx, scope)
+    return upsert_entity(tx, scope, owner, args.name, args.entity_type).ref()
+
+
+def delete_entities(tx: Tx, scope: ScopeKey, args: DeleteEntitiesArgs) -> DeleteEntitiesResult:
+    """Close every open fact and relation of the entities, as `forget(entities=...)`
+    does, and record that this context deleted the entities themselves (`entity_life`):
+    reads from now on leave them out; reads at an earlier `known_at` still see them."""
+    names = list({match_key(name): name for name in args.names}.values())
+    owner = find_owner(tx, scope)
+    if owner is None:
+        return DeleteEntitiesResult(deleted=[], invalidated=[], not_found=names)
+    valid_to = tx.now if args.valid_to is None else args.valid_to
+    found = visible_entities(tx, scope, owner, [match_key(name) for name in names], tx.now)
+    result = DeleteEntitiesResult(deleted=[], invalidated=[], not_found=[])
+    entity_ids = []
+    for name in names:
+        row = found.get(match_key(name))
+        if row is None:
+            result.not_found.append(name)
+        else:
+            result.deleted.append(row["name"])
+            entity_ids.append(row["id"])
+    if not entity_ids:
+        return result
+    entity_params = scope.params(owner, entities=json_list(entity_ids))
+    facts = tx.all(SELECT_OPEN_FACTS_OF_ENTITIES, entity_params)
+    relations = tx.all(SELECT_OPEN_RELATIONS_OF_ENTITIES, entity_params)
+    for row in (*facts, *relations):
+        _check_closable(row, valid_to, "valid_to")
+    _close(tx, scope, "observation", facts, valid_to, args.reason)
+    _close(tx, scope, "relation", relations, valid_to, args.reason)
+    for entity_id in entity_ids:
+        record_life(tx, scope.project, entity_id, alive=False)
+    result.invalidated.extend(row["id"] for row in (*facts, *relations))
+    return result

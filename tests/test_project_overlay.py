@@ -210,6 +210,8 @@ def _as_schema_5(path: Path) -> None:
     """The file as schema 5 left it: no closing tables, the old closing triggers."""
     conn = sqlite3.connect(path)
     for table in (
+        "entity_life",  # schema 7's
+        "entity_type_version",
         "observation_closing",
         "relation_closing",
         "entity_change",

@@ -10,6 +10,7 @@ from memory import models
 EXPECTED = {
     "ChronomemError",
     "DatabaseFileError",
+    "DeleteEntitiesResult",
     "Entity",
     "EntityInfo",
     "EntityRef",
@@ -64,6 +65,8 @@ def test_operation_signatures_match_the_design() -> None:
         "profile_card": "(max_entities=12, max_facts_per_entity=5, max_chars=2000, query=None, as_of=None)",
         "recall": "(query, limit=10, session_id=None, after=None, before=None)",
         "record_turns": "(session_id, turns)",
+        "create_entity": "(name, entity_type=None)",
+        "delete_entities": "(names, valid_to=None, reason=None)",
     }
     for name, signature in expected.items():
         params = inspect.signature(getattr(memory.MemoryScope, name)).parameters.values()
@@ -83,7 +86,8 @@ def test_result_fields_match_the_design() -> None:
         models.ForgetResult: ["invalidated", "already_invalid", "not_found"],
         models.OpenNodesResult: ["entities", "relations", "missing"],
         models.ReadGraphResult: ["entities", "relations", "total_entities", "next_cursor"],
-        models.HistoryResult: ["entity", "timeline"],
+        models.HistoryResult: ["entity", "entity_types", "deleted_at", "deletions", "timeline"],
+        models.DeleteEntitiesResult: ["deleted", "invalidated", "not_found"],
         models.RecordTurnsResult: ["stored", "ids"],
         models.SearchNodesResult: ["hits"],
         models.SearchHit: [
