@@ -33,16 +33,11 @@ def inspect(as_of, known_at, history, as_json, **scope):  # type: ignore[no-unty
     """
 
     async def whole_graph(s: MemoryScope) -> dict[str, Any]:
-        entities, relations, cursor = [], [], None
-        while True:
-            page = await s.read_graph(
-                as_of=as_of, known_at=known_at, include_history=history, limit=500, cursor=cursor
-            )
+        entities, relations = [], []
+        async for page in s.iterate_graph(as_of=as_of, known_at=known_at, include_history=history):
             entities += page.entities
             relations += page.relations
-            cursor = page.next_cursor
-            if cursor is None:
-                return {"entities": entities, "relations": relations}
+        return {"entities": entities, "relations": relations}
 
     graph = run(scope, whole_graph)
     if as_json:

@@ -9,9 +9,10 @@ per-request scope as the normal server:
 - `create_entities` skips names that already have current observations and returns
   only what it created, like the reference; an entity known only by name (for
   instance as a relation's end) is filled in rather than skipped.
-- The deletes are invalidations (`forget`): the facts and relations stop being
-  current and the history keeps them. An entity closed by `delete_entities` is left
-  out of every read until something about it is current again.
+- The deletes are invalidations: the facts and relations stop being current and the
+  history keeps them. `delete_entities` is the engine's own: it also records that
+  the entity was deleted, so every read leaves it out until it is written about
+  (created, given facts or relations) again.
 - `search_nodes` is chronomem's ranked search (best first, at most 50 entities), not
   the reference's substring match; each entity found comes with all its current
   observations and relations, as in the reference.
@@ -20,10 +21,9 @@ per-request scope as the normal server:
 The engine's rules still hold, and breaking one is a tool error naming the field in
 the reference's terms: names are matched case-insensitively, an entity type is 1-64
 characters, a fact 1-2,000, and relation types are stored in snake_case. A relation's
-ends become entities (type "general") where the reference leaves them dangling, and
-`add_observations` accepts any entity the engine knows, a deleted one included. An
-entity deleted while nothing about it is current stays listed, with no observations:
-the engine keeps entities, and records a deletion only as the closing of facts.
+ends become entities (type "general") where the reference leaves them dangling.
+
+The reference's schemas and descriptions are data, in `compat_schemas`.
 """
 
 from __future__ import annotations
@@ -35,20 +35,11 @@ from typing import Annotated, Any, TypeVar
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.tools import Tool
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, TextContent
 from pydantic import AfterValidator, BaseModel, Field, TypeAdapter, ValidationError
 
-from memory import (
-    Entity,
-    GraphMemory,
-    InvalidInputError,
-    MemoryScope,
-    Observation,
-    Relation,
-)
+from memory import Entity, GraphMemory, InvalidInputError, MemoryScope, Relation
 from memory.names import match_key, relation_type
-from memory.queries import ensure_owner
-from memory.timestamps import parse_time
 from memory.validation import (
     FACTS_PER_CALL,
     IDS_PER_CALL,
@@ -58,10 +49,10 @@ from memory.validation import (
     Query,
     parse_arguments,
 )
-from memory.writes import upsert_entity
 
 from .access import AppState, NotAuthorized, RequestScope, scope_of
 from .app import memory_lifespan, server_version
+from .compat_schemas import GRAPH_RESOURCE, TOOLS
 from .prompts import check_prompt_requests
 from .settings import Settings
 
@@ -71,100 +62,10 @@ T = TypeVar("T")
 
 GRAPH_PAGE = 500  # read_graph's largest page
 SEARCH_LIMIT = 50  # search_nodes' largest limit
-# Reasons recorded on what the deletes close. delete_entities' reason ends with the
-# JSON list of the deleted entities the row belongs to: an entity with nothing current
-# whose last closing names it is one the client deleted.
+# Reasons recorded on what the deletes close.
 DELETED_ENTITY = "deleted with delete_entities"
 DELETED_OBSERVATION = "deleted with delete_observations"
 DELETED_RELATION = "deleted with delete_relations"
-
-# ---------------------------------------------------------------- the reference's schemas
-
-DRAFT_07 = "http://json-schema.org/draft-07/schema#"
-
-
-def _string(description: str | None = None) -> dict[str, Any]:
-    return {"type": "string", **({"description": description} if description else {})}
-
-
-def _strings(description: str | None = None) -> dict[str, Any]:
-    return {
-        "type": "array",
-        "items": {"type": "string"},
-        **({"description": description} if description else {}),
-    }
-
-
-def _object(properties: dict[str, Any], *, output: bool) -> dict[str, Any]:
-    """A zod object as the reference's SDK renders it: outputs are closed."""
-    shape = {"type": "object", "properties": properties, "required": list(properties)}
-    return {**shape, "additionalProperties": False} if output else shape
-
-
-def _entity(*, output: bool) -> dict[str, Any]:
-    return _object(
-        {
-            "name": _string("The name of the entity"),
-            "entityType": _string("The type of the entity"),
-            "observations": _strings("An array of observation contents associated with the entity"),
-        },
-        output=output,
-    )
-
-
-def _relation(*, output: bool) -> dict[str, Any]:
-    return _object(
-        {
-            "from": _string("The name of the entity where the relation starts"),
-            "to": _string("The name of the entity where the relation ends"),
-            "relationType": _string("The type of the relation"),
-        },
-        output=output,
-    )
-
-
-def _array(items: dict[str, Any], description: str | None = None) -> dict[str, Any]:
-    return {
-        "type": "array",
-        "items": items,
-        **({"description": description} if description else {}),
-    }
-
-
-def _input(properties: dict[str, Any]) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "object", "properties": properties}
-    if properties:
-        schema["required"] = list(properties)
-    return {**schema, "$schema": DRAFT_07}
-
-
-def _output(properties: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": list(properties),
-        "$schema": DRAFT_07,
-        "additionalProperties": False,
-    }
-
-
-GRAPH_OUTPUT = _output(
-    {
-        "entities": _array(_entity(output=True)),
-        "relations": _array(_relation(output=True)),
-    }
-)
-DONE_OUTPUT = _output({"success": {"type": "boolean"}, "message": {"type": "string"}})
-
-CHANGE = ToolAnnotations(
-    readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False
-)
-DELETE = ToolAnnotations(
-    readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False
-)
-READ = ToolAnnotations(
-    readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False
-)
 
 # ---------------------------------------------------------------- arguments
 # The reference's argument shapes, with the engine's limits on each field, so one
@@ -308,59 +209,13 @@ def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
         yield items[start : start + size]
 
 
-def _deletion_reason(names: Iterable[str]) -> str:
-    return f"{DELETED_ENTITY}: {json.dumps(sorted(set(names)), ensure_ascii=False)}"
-
-
-def _deleted_by(reason: str | None) -> set[str]:
-    """The match keys of the entities a closing's reason says were deleted."""
-    if reason is None or not reason.startswith(f"{DELETED_ENTITY}: "):
-        return set()
-    try:
-        names = json.loads(reason.removeprefix(f"{DELETED_ENTITY}: "))
-    except ValueError:
-        return set()
-    return {match_key(name) for name in names if isinstance(name, str)}
-
-
-def _shown(entity: Entity, relations: Sequence[Relation]) -> bool:
-    """Whether an entity is in the graph the client sees: anything current about it,
-    or, with nothing current, its last closing was not its own `delete_entities`.
-
-    `entity` carries every observation, current or not; `relations` every relation
-    touching it."""
-    rows: list[Observation | Relation] = [*entity.observations, *relations]
-    if any(row.current for row in rows):
-        return True
-    closings = [
-        (parse_time(row.invalidated_at), row.reason)
-        for row in rows
-        if row.invalidated_at is not None
-    ]
-    if not closings:
-        return True
-    last = max(at for at, _ in closings)
-    key = match_key(entity.name)
-    return not any(at == last and key in _deleted_by(reason) for at, reason in closings)
-
-
-def _touching(relations: Iterable[Relation]) -> dict[str, list[Relation]]:
-    by_name: dict[str, list[Relation]] = defaultdict(list)
-    for relation in relations:
-        by_name[relation.source].append(relation)
-        if relation.target != relation.source:
-            by_name[relation.target].append(relation)
-    return by_name
-
-
-async def _open(
-    scope: MemoryScope, names: Sequence[str], include_history: bool
-) -> tuple[list[Entity], list[Relation]]:
-    """open_nodes over any number of valid names, a page of names at a time."""
+async def _open(scope: MemoryScope, names: Sequence[str]) -> tuple[list[Entity], list[Relation]]:
+    """open_nodes over any number of valid names, a page of names at a time: the
+    entities with their current facts, and the current relations touching them."""
     entities: list[Entity] = []
     relations: list[Relation] = []
     for chunk in _chunks(list(dict.fromkeys(names)), IDS_PER_CALL):
-        found = await scope.open_nodes(chunk, include_history=include_history)
+        found = await scope.open_nodes(chunk)
         entities += found.entities
         relations += found.relations
     return entities, relations
@@ -369,32 +224,10 @@ async def _open(
 async def _read_graph(scope: MemoryScope) -> dict[str, Any]:
     entities: list[Entity] = []
     relations: list[Relation] = []
-    cursor = None
-    while True:
-        page = await scope.read_graph(include_history=True, limit=GRAPH_PAGE, cursor=cursor)
+    async for page in scope.iterate_graph(page_size=GRAPH_PAGE):
         entities += page.entities
         relations += page.relations  # each under its source's page: once in all
-        cursor = page.next_cursor
-        if cursor is None:
-            break
-    touching = _touching(relations)
-    return _graph_json((e for e in entities if _shown(e, touching[e.name])), relations)
-
-
-async def _ensure_entity(scope: MemoryScope, name: str, entity_type: str) -> tuple[str, str]:
-    """Create the entity `name` with no facts (or set its type); its stored name and type.
-
-    The one step below `MemoryScope`'s API: `remember` needs at least one fact, and
-    the reference creates entities with none. It is the engine's own upsert, in one
-    write transaction, exactly as `relate` creates the entities it links.
-    """
-    key = scope.key
-
-    def create(tx: Any) -> tuple[str, str]:
-        row = upsert_entity(tx, key, ensure_owner(tx, key), name, entity_type)
-        return row.name, row.entity_type
-
-    return await scope._store.write(key.app, key.user, create)
+    return _graph_json(entities, relations)
 
 
 async def _forget(scope: MemoryScope, ids: Sequence[str], reason: str) -> None:
@@ -408,7 +241,7 @@ async def _forget(scope: MemoryScope, ids: Sequence[str], reason: str) -> None:
 async def create_entities(entities: Any = None) -> CallToolResult:
     args = parse_arguments(_CreateEntities, entities=entities)
     scope = scope_of(write=True)
-    present, _ = await _open(scope, [e.name for e in args.entities], include_history=False)
+    present, _ = await _open(scope, [e.name for e in args.entities])
     filled = {match_key(e.name) for e in present if e.observations}
     created = []
     for entity in args.entities:
@@ -417,8 +250,8 @@ async def create_entities(entities: Any = None) -> CallToolResult:
             continue
         filled.add(key)
         if not entity.observations:
-            name, kind = await _ensure_entity(scope, entity.name, entity.entityType)
-            created.append(_entity_json(name, kind, []))
+            made = await scope.create_entity(entity.name, entity_type=entity.entityType)
+            created.append(_entity_json(made.name, made.entity_type, []))
             continue
         added: list[str] = []
         for facts in _chunks(entity.observations, FACTS_PER_CALL):
@@ -442,7 +275,7 @@ async def create_relations(relations: Any = None) -> CallToolResult:
 async def add_observations(observations: Any = None) -> CallToolResult:
     args = parse_arguments(_AddObservations, observations=observations)
     scope = scope_of(write=True)
-    present, _ = await _open(scope, [o.entityName for o in args.observations], False)
+    present, _ = await _open(scope, [o.entityName for o in args.observations])
     names = {match_key(e.name): e.name for e in present}
     for item in args.observations:  # like the reference, change nothing if one is missing
         if match_key(item.entityName) not in names:
@@ -462,17 +295,8 @@ async def delete_entities(entityNames: Any = None) -> CallToolResult:
     args = parse_arguments(_DeleteEntities, entityNames=entityNames)
     scope = scope_of(write=True)
     names = [n for n in map(_name_or_none, args.entityNames) if n is not None]
-    present, relations = await _open(scope, names, include_history=False)
-    deleted = {e.name for e in present}
-    # Each fact or relation is closed with a reason naming the deleted entities it
-    # belongs to, so a relation's other end, if kept, is not taken for deleted.
-    by_reason: dict[str, list[str]] = defaultdict(list)
-    for e in present:
-        by_reason[_deletion_reason([e.name])] += [o.id for o in e.observations]
-    for r in relations:
-        by_reason[_deletion_reason({r.source, r.target} & deleted)].append(r.id)
-    for reason, ids in by_reason.items():
-        await _forget(scope, ids, reason)
+    for chunk in _chunks(list(dict.fromkeys(names)), IDS_PER_CALL):
+        await scope.delete_entities(chunk, reason=DELETED_ENTITY)
     return _done("Entities deleted successfully")
 
 
@@ -484,7 +308,7 @@ async def delete_observations(deletions: Any = None) -> CallToolResult:
         name = _name_or_none(deletion.entityName)
         if name is not None:
             wanted[match_key(name)].update(match_key(text) for text in deletion.observations)
-    present, _ = await _open(scope, list(wanted), include_history=False)
+    present, _ = await _open(scope, list(wanted))
     ids = [
         o.id
         for entity in present
@@ -507,7 +331,7 @@ async def delete_relations(relations: Any = None) -> CallToolResult:
             continue  # names no relation the engine could hold
         if source is not None and target is not None:
             wanted.add((match_key(source), kind, match_key(target)))
-    _, present = await _open(scope, [source for source, _, _ in wanted], False)
+    _, present = await _open(scope, [source for source, _, _ in wanted])
     ids = [
         r.id for r in present if (match_key(r.source), r.relation, match_key(r.target)) in wanted
     ]
@@ -526,12 +350,11 @@ async def search_nodes(query: Any = None) -> CallToolResult:
     hits = (await scope.search_nodes(args.query, limit=SEARCH_LIMIT)).hits
     # A hit carries only the facts that best answer the query; the reference answers
     # with whole entities, so the hits are opened: every current fact, and every
-    # relation touching them. Deleted entities are left out.
+    # relation touching them.
     names = [hit.entity.name for hit in hits]
-    entities, relations = await _open(scope, names, include_history=True)
-    touching = _touching(relations)
-    shown = {match_key(e.name): e for e in entities if _shown(e, touching[e.name])}
-    ranked = [shown[key] for key in map(match_key, names) if key in shown]
+    entities, relations = await _open(scope, names)
+    opened = {match_key(e.name): e for e in entities}
+    ranked = [opened[key] for key in map(match_key, names) if key in opened]
     kept = {e.name for e in ranked}
     graph = _graph_json(ranked, (r for r in relations if {r.source, r.target} & kept))
     return _result(graph, graph)
@@ -541,131 +364,19 @@ async def open_nodes(names: Any = None) -> CallToolResult:
     args = parse_arguments(_OpenNodes, names=names)
     scope = scope_of()
     valid = [n for n in map(_name_or_none, args.names) if n is not None]
-    entities, relations = await _open(scope, valid, include_history=True)
-    touching = _touching(relations)
-    graph = _graph_json((e for e in entities if _shown(e, touching[e.name])), relations)
+    entities, relations = await _open(scope, valid)
+    graph = _graph_json(entities, relations)
     return _result(graph, graph)
 
 
-ENTITIES_INPUT = _input({"entities": _array(_entity(output=False))})
-RELATIONS_INPUT = _input({"relations": _array(_relation(output=False))})
-
-# name: (function, title, description, input schema, output schema, annotations)
-TOOLS: list[tuple[Any, str, str, dict[str, Any], dict[str, Any], ToolAnnotations]] = [
-    (
-        create_entities,
-        "Create Entities",
-        "Create multiple new entities in the knowledge graph",
-        ENTITIES_INPUT,
-        _output({"entities": _array(_entity(output=True))}),
-        CHANGE,
-    ),
-    (
-        create_relations,
-        "Create Relations",
-        "Create multiple new relations between entities in the knowledge graph. "
-        "Relations should be in active voice",
-        RELATIONS_INPUT,
-        _output({"relations": _array(_relation(output=True))}),
-        CHANGE,
-    ),
-    (
-        add_observations,
-        "Add Observations",
-        "Add new observations to existing entities in the knowledge graph",
-        _input(
-            {
-                "observations": _array(
-                    _object(
-                        {
-                            "entityName": _string(
-                                "The name of the entity to add the observations to"
-                            ),
-                            "contents": _strings("An array of observation contents to add"),
-                        },
-                        output=False,
-                    )
-                )
-            }
-        ),
-        _output(
-            {
-                "results": _array(
-                    _object({"entityName": _string(), "addedObservations": _strings()}, output=True)
-                )
-            }
-        ),
-        CHANGE,
-    ),
-    (
-        delete_entities,
-        "Delete Entities",
-        "Delete multiple entities and their associated relations from the knowledge graph",
-        _input({"entityNames": _strings("An array of entity names to delete")}),
-        DONE_OUTPUT,
-        DELETE,
-    ),
-    (
-        delete_observations,
-        "Delete Observations",
-        "Delete specific observations from entities in the knowledge graph",
-        _input(
-            {
-                "deletions": _array(
-                    _object(
-                        {
-                            "entityName": _string(
-                                "The name of the entity containing the observations"
-                            ),
-                            "observations": _strings("An array of observations to delete"),
-                        },
-                        output=False,
-                    )
-                )
-            }
-        ),
-        DONE_OUTPUT,
-        DELETE,
-    ),
-    (
-        delete_relations,
-        "Delete Relations",
-        "Delete multiple relations from the knowledge graph",
-        _input({"relations": _array(_relation(output=False), "An array of relations to delete")}),
-        DONE_OUTPUT,
-        DELETE,
-    ),
-    (
-        read_graph,
-        "Read Graph",
-        "Read the entire knowledge graph",
-        _input({}),
-        GRAPH_OUTPUT,
-        READ,
-    ),
-    (
-        search_nodes,
-        "Search Nodes",
-        "Search for nodes in the knowledge graph based on a query",
-        _input(
-            {
-                "query": _string(
-                    "The search query to match against entity names, types, and observation content"
-                )
-            }
-        ),
-        GRAPH_OUTPUT,
-        READ,
-    ),
-    (
-        open_nodes,
-        "Open Nodes",
-        "Open specific nodes in the knowledge graph by their names",
-        _input({"names": _strings("An array of entity names to retrieve")}),
-        GRAPH_OUTPUT,
-        READ,
-    ),
-]
+# The tools, each under the reference's name.
+ADAPTERS = {
+    fn.__name__: fn
+    for fn in (
+        create_entities, create_relations, add_observations, delete_entities,
+        delete_observations, delete_relations, read_graph, search_nodes, open_nodes,
+    )
+}  # fmt: skip
 
 
 def _guarded(fn: Any) -> Any:
@@ -683,14 +394,16 @@ def _guarded(fn: Any) -> Any:
 
 def build_compat_tools() -> list[Tool]:
     tools = []
-    for fn, title, description, input_schema, output_schema, hints in TOOLS:
+    for name, spec in TOOLS.items():
+        fn = ADAPTERS[name]
         tool = Tool.from_function(
-            fn, title=title, description=description, annotations=hints, structured_output=False
-        )
+            fn, title=spec.title, description=spec.description, annotations=spec.annotations,
+            structured_output=False,
+        )  # fmt: skip
         tool.fn = _guarded(fn)
-        tool.parameters = input_schema
+        tool.parameters = spec.input_schema
         # Published as the reference publishes it; each tool builds its own result.
-        tool.fn_metadata.output_schema = output_schema
+        tool.fn_metadata.output_schema = spec.output_schema
         tools.append(tool)
     return tools
 
@@ -713,11 +426,11 @@ def build_compat_server(
     )
 
     @server.resource(
-        "memory://knowledge-graph",
-        name="knowledge-graph",
-        title="Knowledge Graph",
-        description="The full knowledge graph with all entities and relations",
-        mime_type="application/json",
+        GRAPH_RESOURCE.uri,
+        name=GRAPH_RESOURCE.name,
+        title=GRAPH_RESOURCE.title,
+        description=GRAPH_RESOURCE.description,
+        mime_type=GRAPH_RESOURCE.mime_type,
     )
     async def knowledge_graph() -> str:
         return json.dumps(await _read_graph(scope_of()), indent=2, ensure_ascii=False)

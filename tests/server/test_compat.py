@@ -618,9 +618,13 @@ async def test_deletes_are_invalidations_and_history_survives(client: Client, db
         bob = (await scope.history("Bob")).timeline
         assert {(item.relation, item.reason) for item in bob} == {
             ("knows", "deleted with delete_relations"),
-            ("likes", f'{DELETED_ENTITY}: ["Bob"]'),
+            ("likes", DELETED_ENTITY),
         }
         assert not any(item.current for item in bob)
+        bob_history = await scope.history("Bob")
+        assert bob_history.deleted_at is not None
+        assert [d.deleted_at for d in bob_history.deletions] == [bob_history.deleted_at]
+        assert (await scope.history("Alice")).deleted_at is None
 
     # Bob is back once created again; his old relations stay closed.
     async with Client(build_compat_server(Settings(db=db))) as reopened:
@@ -632,6 +636,11 @@ async def test_deletes_are_invalidations_and_history_survives(client: Client, db
             "entities": [entity("Bob", "person", "new")],
             "relations": [],
         }
+    async with GraphMemory.open(db) as memory:
+        back = await memory.scope(app="default", user="default").history("Bob")
+        assert back.deleted_at is None
+        (deletion,) = back.deletions
+        assert deletion.restored_at is not None
 
 
 async def test_an_entity_without_observations_lives_until_deleted(client: Client) -> None:
@@ -653,15 +662,30 @@ async def test_an_entity_without_observations_lives_until_deleted(client: Client
     assert await graph(client) == {"entities": [entity("Carol", "person")], "relations": []}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the engine keeps entities and has no way to record the deletion of one with "
-    "nothing current to invalidate; it stays listed with no observations",
-)
 async def test_deleting_an_entity_with_nothing_current(client: Client) -> None:
     await call(client, "create_entities", entities=[BOB])
     await call(client, "delete_entities", entityNames=["Bob"])
     assert await graph(client) == {"entities": [], "relations": []}
+    assert await graph(client, "open_nodes", names=["Bob"]) == {"entities": [], "relations": []}
+    assert (
+        await error(
+            client, "add_observations", observations=[{"entityName": "Bob", "contents": ["x"]}]
+        )
+        == "Entity with name Bob not found"
+    )
+    structured, _ = await call(client, "create_entities", entities=[BOB])
+    assert structured == {"entities": [BOB]}
+    assert await graph(client) == {"entities": [BOB], "relations": []}
+
+
+async def test_a_forget_whose_reason_reads_like_a_deletion_deletes_nothing(
+    client: Client, db: str
+) -> None:
+    await call(client, "create_entities", entities=[entity("Bob", "person", "tall")])
+    async with GraphMemory.open(db) as memory:
+        scope = memory.scope(app="default", user="default")
+        await scope.forget(entities=["Bob"], reason=f'{DELETED_ENTITY}: ["Bob"]')
+    assert await graph(client) == {"entities": [BOB], "relations": []}
 
 
 async def test_search_is_ranked(client: Client) -> None:

@@ -27,7 +27,7 @@ from memory import (
     SearchHit,
     SearchNodesResult,
 )
-from memory.models import TimelineObservation, TimelineRelation
+from memory.models import EntityDeletion, TimelineObservation, TimelineRelation, TypeVersion
 from memory.render import inline, inline_heading
 from server.text import render
 
@@ -217,7 +217,7 @@ async def test_an_imported_id_cannot_start_a_line(client: Client, tmp_path: Path
 # How chronomem begins the lines of these results; stored text begins none.
 LINE_STARTS = (
     "[", "- ", "… and ", "(no facts)", "(nothing recorded)", "Relations:", "Missing:",
-    "History of [", "1 of 9 ",
+    "History of [", "Type: [", "Deleted ", "1 of 9 ",
 )  # fmt: skip
 text_pieces = st.text(st.characters(exclude_categories=["Cs"]), min_size=1, max_size=30)
 stamps = st.sampled_from(["2026-01-01T00:00:00Z", "2026-02-03T04:05:06.123456Z"])
@@ -268,6 +268,7 @@ def test_any_stored_text_stays_inside_the_line_chronomem_began(
     timeline = [TimelineObservation(**o.model_dump()) for o in facts] + [
         TimelineRelation(**r.model_dump()) for r in links
     ]
+    at = "2026-01-01T00:00:00Z"
     turn = RecalledTurn(id="t_1", session_id=name, role=role, text=kind, at="2026-01-01T00:00:00Z",
                         score=1.0)  # fmt: skip
     facts_lines = max(len(facts), 1)  # "(no facts)"
@@ -278,7 +279,11 @@ def test_any_stored_text_stays_inside_the_line_chronomem_began(
         (ReadGraphResult(entities=[entity], relations=links, total_entities=9,
                          next_cursor="abc"), 1 + facts_lines + relation_lines + 1),
         (SearchNodesResult(hits=[hit, hit]), 2 * (1 + len(facts) + len(links) + 1)),
-        (HistoryResult(entity=name, timeline=timeline), 1 + max(len(timeline), 1)),
+        (HistoryResult(entity=name, entity_types=[TypeVersion(entity_type=kind, recorded_at=at),
+                                                  TypeVersion(entity_type=role, recorded_at=at)],
+                       deleted_at=at, deletions=[EntityDeletion(deleted_at=at, restored_at=at),
+                                                 EntityDeletion(deleted_at=at)],
+                       timeline=timeline), 4 + max(len(timeline), 1)),
         (RecallResult(turns=[turn, turn]), 2),
     ]  # fmt: skip
     for result, lines in expected:
