@@ -64,11 +64,12 @@ RECORD_TYPE = """
     VALUES (:id, :project, :owner, :entity_type, :now)
     ON CONFLICT (entity_id, project, recorded_at) DO UPDATE SET entity_type = excluded.entity_type
 """
-# Every type version of the entities in :ids that the context of :p sees, oldest first.
+# Every type version of the entities in :ids that the context of :p sees, oldest first
+# (of two at one time, the global one first).
 SELECT_TYPE_VERSIONS = """
     SELECT entity_id, project, entity_type, recorded_at FROM entity_type_version
     WHERE entity_id IN (SELECT value FROM json_each(:ids)) AND project IN (:g, :p)
-    ORDER BY entity_id, recorded_at
+    ORDER BY entity_id, recorded_at, project = '' DESC
 """
 
 
@@ -118,6 +119,8 @@ def type_versions(tx: Tx, project: str, entity_ids: Sequence[int]) -> dict[int, 
             continue  # the project's own type stands over later global ones
         own[entity_id] = own.get(entity_id, False) or in_project
         versions = found[entity_id]
+        if versions and versions[-1].recorded_at == row["recorded_at"]:
+            versions.pop()  # given at the same time (a migrated file): the project's
         if versions and versions[-1].entity_type == row["entity_type"]:
             continue
         versions.append(TypeRecord(row["entity_type"], row["recorded_at"]))
