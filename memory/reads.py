@@ -30,6 +30,7 @@ from .models import (
     OpenNodesResult,
     ReadGraphArgs,
     ReadGraphResult,
+    Relation,
     TimelineObservation,
     TimelineRelation,
     TypeVersion,
@@ -63,7 +64,7 @@ def open_nodes(tx: Tx, scope: ScopeKey, args: OpenNodesArgs) -> OpenNodesResult:
     owner = find_owner(tx, scope)
     keys = list(dict.fromkeys(match_key(name) for name in args.names))
     found = visible_entities(tx, scope, owner, keys, at.known_at)
-    rows = {}
+    rows: dict[str, sqlite3.Row] = {}
     missing: list[str] = []
     for name in args.names:
         key = match_key(name)
@@ -189,8 +190,9 @@ def history(tx: Tx, scope: ScopeKey, args: HistoryArgs) -> HistoryResult:
     relations = relations_of(
         tx, scope, owner, [row["id"]], at, True, touching=True, model=TimelineRelation
     )
+    items: list[Observation | Relation] = [*facts[row["id"]], *relations]
     timeline = sorted(
-        [*facts[row["id"]], *relations],
+        items,
         key=lambda item: (parse_time(item.valid_from), parse_time(item.recorded_at)),
     )
     versions = type_versions(tx, scope.project, [row["id"]])[row["id"]] or [

@@ -362,7 +362,8 @@ def search_nodes(tx: Tx, scope: ScopeKey, args: SearchNodesArgs) -> SearchNodesR
 
     ids = json_list(item.id for item in items)
     fact_counts, relation_counts = (
-        dict(tx.all(sql, {**params, "entities": ids})) for sql in COUNTS[history]
+        {entity_id: count for entity_id, count in tx.tuples(sql, {**params, "entities": ids})}
+        for sql in COUNTS[history]
     )
     shown_facts = [seq for item in items for _, seq in item.facts[:per_hit]]
     shown_relations = [seq for item in items for _, seq in item.relations[:per_hit]]

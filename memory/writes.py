@@ -399,15 +399,17 @@ def relate(tx: Tx, scope: ScopeKey, args: RelateArgs) -> RelateResult:
         )
 
     at = Moment(tx.now, tx.now)
-    row = tx.one(f"SELECT {RELATION_COLUMNS} WHERE r.id = :id", scope.params(owner, id=relation_id))
-    assert row is not None
+    stored = tx.one(
+        f"SELECT {RELATION_COLUMNS} WHERE r.id = :id", scope.params(owner, id=relation_id)
+    )
+    assert stored is not None
     superseded = (
         tx.all(SELECT_RELATIONS_BY_SEQ, scope.params(owner, seqs=json_list(closing)))
         if closing
         else []
     )
     return RelateResult(
-        relation=relation_view(row, at),
+        relation=relation_view(stored, at),
         existing=existing is not None,
         created_entities=[entity.name for entity in (source, target) if entity.created],
         superseded=[relation_view(item, at) for item in superseded],

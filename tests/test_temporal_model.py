@@ -48,9 +48,26 @@ class Ent:
     project: str
     recorded_at: int
     types: dict[str, str] = field(default_factory=dict)  # a project's own types
+    # Every type given, as (project or '', type, recorded_at), oldest first.
+    versions: list[tuple[str, str, int]] = field(default_factory=list)
+    # Deletions (False) and returns (True) by context, as (project or '', at, alive).
+    lives: list[tuple[str, int, bool]] = field(default_factory=list)
+
+    def deleted(self, ctx: str | None, known_at: int) -> bool:
+        seen = [alive for p, at, alive in self.lives if p in ("", ctx or "") and at <= known_at]
+        return bool(seen) and not seen[-1]
 
     def type_in(self, ctx: str | None) -> str:
         return self.types.get(ctx, self.type) if ctx else self.type
+
+    def type_at(self, ctx: str | None, until: int) -> str:
+        """The type recorded by `until`: the context's own, else the global one; before
+        the first, the first."""
+        for project in ([ctx] if ctx else []) + [""]:
+            given = [t for p, t, at in self.versions if p == project and at <= until]
+            if given:
+                return given[-1]
+        return self.versions[0][1]
 
 
 @dataclass
@@ -112,7 +129,7 @@ class Model:
 
     def entity_visible(self, k: str, ctx: str | None, known_at: int) -> bool:
         ent = self.entities.get(k)
-        if ent is None or ent.recorded_at > known_at:
+        if ent is None or ent.recorded_at > known_at or ent.deleted(ctx, known_at):
             return False
         if ent.project in self.projects(ctx):
             return True
@@ -193,7 +210,7 @@ class Model:
         facts = [r for r in rows if r.is_fact and r.entity == k]
         return {
             "name": self.entities[k].name,
-            "entity_type": self.entities[k].type_in(ctx),
+            "entity_type": self.entities[k].type_at(ctx, min(as_of, known_at)),
             "observations": [
                 self.view(r, as_of, known_at) for r in self.shown(facts, as_of, known_at, history)
             ],
@@ -205,13 +222,19 @@ class Model:
         if k not in self.entities:
             display = " ".join(name.split())
             self.entities[k] = Ent(display, kind or "general", ctx or "", now)
+            self.entities[k].versions.append(("", kind or "general", now))
             return True
         ent = self.entities[k]
+        if ent.deleted(ctx, now):  # written about again: back
+            ent.lives.append((ctx or "", now, True))
         if kind and kind != ent.type_in(ctx):
             if ctx and ent.recorded_at < now:  # a project's own type
                 ent.types[ctx] = kind
+                ent.versions.append((ctx, kind, now))
             else:
                 ent.type = kind
+                ent.versions = [v for v in ent.versions if v[2] != now or v[0]]
+                ent.versions.append(("", kind, now))
         return False
 
     def replaced(self, ctx, ids, want_fact: bool, valid_from: int) -> list[Row]:
@@ -517,6 +540,39 @@ class TemporalMachine(RuleBasedStateMachine):
         assert result.already_invalid == already
         assert result.not_found == not_found
         m.close(ctx, closing, vt, now, reason)
+
+    @rule(
+        ctx=st.sampled_from(PROJECTS),
+        names=st.lists(st.sampled_from([*NAMES, "Nobody"]), min_size=1, max_size=3),
+        valid_to=st.none() | st.sampled_from(TIMES),
+    )
+    def delete_entities(self, ctx, names, valid_to) -> None:
+        m, now = self.model, self.clock.now
+        vt = now if valid_to is None else valid_to
+        deleted, not_found, closing = [], [], []
+        for name in {key(n): n.strip() for n in names}.values():
+            k = key(name)
+            if not m.entity_visible(k, ctx, now):
+                not_found.append(name)
+                continue
+            deleted.append(k)
+            closing += [
+                r
+                for r in m.in_ctx(ctx)
+                if r.valid_to is None and r not in closing and k in (r.entity, r.source, r.target)
+            ]
+        result = self.call(ctx, "delete_entities", names=names, valid_to=stamp(valid_to))
+        assert self.clock.last == now
+        if any(vt < r.valid_from for r in closing):
+            assert isinstance(result, InvalidInputError), result
+            return
+        assert not isinstance(result, InvalidInputError), result
+        assert result.deleted == [m.entities[k].name for k in deleted]
+        assert result.not_found == not_found
+        assert set(result.invalidated) == {r.id for r in closing}
+        m.close(ctx, closing, vt, now, None)
+        for k in deleted:
+            m.entities[k].lives.append((ctx or "", now, False))
 
     @rule(
         ctx=st.sampled_from(PROJECTS),
