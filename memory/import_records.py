@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic_core import from_json
 
+from . import entity_records
 from .models import ForgetArgs, RecordTurnsArgs, RelateArgs, RememberArgs
 from .names import relation_type
 from .timestamps import parse_text, parse_time
@@ -30,7 +31,8 @@ from .validation import (
 
 __all__ = ["KINDS", "decode", "plain_step", "record_steps"]
 
-KINDS = ("entity", "entity_type", "observation", "relation", "closing", "turn")
+KINDS = ("entity", "entity_type", "observation", "relation", "closing", "turn",
+         *entity_records.KINDS)  # fmt: skip
 
 
 def decode(line: str) -> Any:
@@ -207,6 +209,8 @@ def _own_record(record: dict[str, Any]) -> tuple[Any, ...]:
         return ("turn", *_turn_values(record), project)
     if kind == "closing":
         return ("closing", _identifier(record), *_closing_values(record, project))
+    if kind in entity_records.KINDS:
+        return entity_records.record_step(record, project)
     if kind == "entity_type":
         if project is None:
             raise ValueError("field 'project' is missing: an entity_type is a project's own")

@@ -18,6 +18,9 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
+from . import entity_records
+from .entity_life import record_type
+from .entity_records import export_entity_records, implied_project_version, implied_versions
 from .errors import InvalidInputError
 from .import_check import Step
 from .models import RelateArgs, RememberArgs
@@ -116,6 +119,7 @@ def export_records(tx: Tx, project: str | None) -> list[dict[str, Any]]:
                 "recorded_at": _time(row["recorded_at"]),
             }
         )
+    records += export_entity_records(tx, project)
     for row in tx.all(EXPORT_PROJECT_TYPES, params):
         records.append(
             {
@@ -233,8 +237,11 @@ class Batch:
                 pending[4] = entity_type
             return
         entity_id = self.entity_ids[key]
-        if self.tx.one(SELECT_ENTITY_TYPE, (entity_id,))[0] == GENERAL:
+        stored = self.tx.one(SELECT_ENTITY_TYPE, (entity_id,))
+        assert stored is not None
+        if stored["entity_type"] == GENERAL:
             retype(self.tx, entity_id, entity_type)
+            record_type(self.tx, GLOBAL, entity_id, entity_type, stored["recorded_at"])
 
     def entity_id(self, name: str, project: str | None, at: int) -> int:
         """The id of the entity a fact or relation names, created as `general` if new."""
@@ -284,7 +291,7 @@ INSERT_ENTITY_ROW = """
     VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 """
 SET_CHANGED_AT = "UPDATE entity SET changed_at = ? WHERE id = ?"
-SELECT_ENTITY_TYPE = "SELECT entity_type FROM entity WHERE id = ?"
+SELECT_ENTITY_TYPE = "SELECT entity_type, recorded_at FROM entity WHERE id = ?"
 
 
 def _insert_entity(
@@ -307,6 +314,7 @@ def _insert_entity(
             {"owner": tx.owner, "project": project or GLOBAL, "name": " ".join(name.split()),
              "key": key, "entity_type": entity_type, "recorded_at": recorded_at},
         )  # fmt: skip
+        implied_versions(tx, [entity_id])
         batch.latest = max(batch.latest, recorded_at)
     batch.entity_ids[key] = entity_id
     return entity_id, created
@@ -425,9 +433,10 @@ def _write_rows(batch: Batch, steps: list[Step]) -> None:
     for entity_id, entity in enumerate(new_entities, start=first_new):
         entity[6] = max(entity[5], expected.get(entity_id, 0))  # changed_at
     if new_entities:
-        created = tx.add_rows("entity", INSERT_ENTITY_ROW, new_entities)
-        if list(created) != list(range(first_new, first_new + len(new_entities))):
+        written = tx.add_rows("entity", INSERT_ENTITY_ROW, new_entities)
+        if list(written) != list(range(first_new, first_new + len(new_entities))):
             raise RuntimeError("entity ids are not the ones Tx.add_rows gave")
+        implied_versions(tx, written)
     skipped: list[tuple[int, str, str]] = []
     kept_rows = []
     for kind, (kind_steps, rows) in by_kind.items():
@@ -596,6 +605,7 @@ def _write_project_type(batch: Batch, name: str, entity_type: str, project: str)
         raise InvalidInputError(f"name: no entity named {name!r} in this memory for this type")
     values = {"id": row["id"], "project": project, "owner": tx.owner, "entity_type": entity_type}
     tx.run(SET_PROJECT_TYPE, values)
+    implied_project_version(tx, row["id"], project, entity_type)
 
 
 WRITERS: dict[str, Callable[..., None]] = {  # the reference format's steps, one at a time
@@ -604,6 +614,7 @@ WRITERS: dict[str, Callable[..., None]] = {  # the reference format's steps, one
     "reference_entity": _write_reference_entity,
     "remember": _remember,
     "relate": _relate,
+    **entity_records.WRITERS,
 }
 
 
