@@ -170,12 +170,15 @@ def _read_graph(result: ReadGraphResult) -> str:
 
 def _history(result: HistoryResult) -> str:
     lines = [f"History of {_name(result.entity)}, by valid time:"]
-    types = (f"{_name(t.entity_type)} since {_when(t.recorded_at)}" for t in result.entity_types)
-    lines.append("Type: " + ", then ".join(types) + " (recorded)")
+    # Types and deletions are on transaction time: when chronomem recorded them.
+    types = (
+        f"{_name(t.entity_type)} (recorded {_when(t.recorded_at)})" for t in result.entity_types
+    )
+    lines.append("Type: " + ", then ".join(types))
     for deletion in result.deletions:
         back = deletion.restored_at
-        again = f", back {_when(back)}" if back is not None else ", deleted still"
-        lines.append(f"Deleted {_when(deletion.deleted_at)}{again}")
+        again = f", back at {_when(back)}" if back is not None else ", and still is"
+        lines.append(f"Deleted at {_when(deletion.deleted_at)}{again}")
     for item in result.timeline:
         lines.append(_fact(item) if item.kind == "observation" else _relation(item))
     if not result.timeline:

@@ -303,3 +303,24 @@ def test_any_stored_text_stays_inside_the_line_chronomem_began(
         )
     for line in rest[facts_lines + 1 : facts_lines + 1 + len(links)]:
         assert line.count("[") == line.count("]") == 2 + bool(line.count(", reason ["))
+
+
+def test_history_says_the_types_and_the_deletions() -> None:
+    result = HistoryResult(
+        entity="Bob",
+        entity_types=[
+            TypeVersion(entity_type="person", recorded_at="2026-06-01T00:00:00Z"),
+            TypeVersion(entity_type="friend", recorded_at="2026-06-02T10:00:00Z"),
+        ],
+        deleted_at="2026-06-03T00:00:00Z",
+        deletions=[
+            EntityDeletion(deleted_at="2026-06-01T05:00:00Z", restored_at="2026-06-02T10:00:00Z"),
+            EntityDeletion(deleted_at="2026-06-03T00:00:00Z"),
+        ],
+        timeline=[],
+    )
+    assert render(result).splitlines()[1:4] == [
+        "Type: [person] (recorded 2026-06-01), then [friend] (recorded 2026-06-02T10:00:00Z)",
+        "Deleted at 2026-06-01T05:00:00Z, back at 2026-06-02T10:00:00Z",
+        "Deleted at 2026-06-03, and still is",
+    ]
