@@ -9,6 +9,7 @@ import sqlite3
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 
+from .entity_life import types_then
 from .models import ProfileCard, ProfileCardArgs, SearchNodesArgs
 from .overlay import SEEN
 from .queries import ENTITY_VISIBLE, ScopeKey, find_owner
@@ -119,6 +120,7 @@ def _card_entities(
     links: dict[int, list[tuple[str, str]]] = defaultdict(list)
     for link in tx.all(CARD_RELATIONS, params):
         links[link["source_id"]].append((link["relation"], link["target_name"]))
+    types = types_then(tx, scope.project, [row["id"] for row in rows], at)
     entries = []
     for row in rows:
         texts, outgoing = facts.get(row["id"], []), links[row["id"]]
@@ -127,7 +129,7 @@ def _card_entities(
         entries.append(
             CardEntity(
                 name=row["name"],
-                entity_type=row["entity_type"],
+                entity_type=types.get(row["id"], row["entity_type"]),
                 facts=texts[:max_facts],
                 relations=outgoing[:max_facts],
                 more=len(texts) > max_facts or len(outgoing) > max_facts,

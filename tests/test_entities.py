@@ -435,3 +435,13 @@ async def test_bad_entity_record_lines_keep_nothing(
     with pytest.raises(InvalidInputError, match=rf"^line 1: .*{re.escape(message)}"):
         await world.import_lines([line])
     assert dump(db_path) == before
+
+
+async def test_the_profile_card_as_of_an_earlier_time_shows_the_type_then(
+    world: MemoryScope, clock: FakeClock
+) -> None:
+    await world.remember("Alice", ["likes tea"], entity_type="student")
+    clock.advance(2)
+    await world.remember("Alice", ["works at Acme"], entity_type="engineer")
+    assert "(engineer)" in (await world.profile_card()).text
+    assert "(student)" in (await world.profile_card(as_of=T1)).text
