@@ -3,7 +3,8 @@ from __future__ import annotations
 import click
 from click.testing import CliRunner
 
-from server.cli import client_config, main
+from server.cli import main
+from server.cli.serve import client_config
 from server.settings import Settings, default_db_path, resolve_db
 
 
