@@ -80,7 +80,8 @@ class Subcommand:
     example: str
     render: Callable[[Any], str | Table]  # the human view of the result
     positional: tuple[str, ...] = ()  # fields taken as arguments, in this order
-    helps: Mapping[str, str] = field(default_factory=dict)  # for fields with no description
+    # Help where the field's description says too little at a terminal, or nothing.
+    helps: Mapping[str, str] = field(default_factory=dict)
     typed: Mapping[str, Typed] = field(default_factory=dict)
     creates: bool = False  # may start a new database file
 
@@ -265,7 +266,16 @@ SUBCOMMANDS: Mapping[str, Subcommand] = {
     ),
     "open_nodes": Subcommand("open", "chronomem open Alice", _opened, positional=("names",)),
     "read_graph": Subcommand("read-graph", "chronomem read-graph --json", _page),
-    "profile_card": Subcommand("profile", "chronomem profile", _card),
+    "profile_card": Subcommand(
+        "profile",
+        "chronomem profile",
+        _card,
+        helps={
+            "max_entities": "At most this many entities.",
+            "max_facts_per_entity": "At most this many facts of each entity.",
+            "max_chars": "At most this many characters in all.",
+        },
+    ),
     "history": Subcommand("history", "chronomem history Alice", _timeline, positional=("entity",)),
     "record_turns": Subcommand(
         "record-turns",
@@ -279,7 +289,7 @@ SUBCOMMANDS: Mapping[str, Subcommand] = {
 }
 
 
-def kind_of(annotation: Any) -> Kind:
+def _kind(annotation: Any) -> Kind:
     """How a field is typed on the command line, from its annotation. A type that
     parses text itself (a time) is typed as text."""
     options = [annotation]
@@ -299,7 +309,7 @@ def kind_of(annotation: Any) -> Kind:
 
 def _parameter(name: str, info: FieldInfo, subcommand: Subcommand) -> Decorator:
     """The click argument or option of the field `name`."""
-    kind = kind_of(info.annotation)
+    kind = _kind(info.annotation)
     required = info.is_required()
     if name in subcommand.positional:
         return click.argument(name, nargs=-1 if kind == "list" else 1, required=required)
@@ -334,7 +344,7 @@ def _arguments(
             given[name] = subcommand.typed[name].value(values)
             continue
         value = values[name]
-        if kind_of(info.annotation) == "list":
+        if _kind(info.annotation) == "list":
             value = list(value) or None
         if value is not None:
             given[name] = value
@@ -355,7 +365,7 @@ def _command(operation: Operation[Any, Any], subcommand: Subcommand) -> click.Co
         decorators += typed.options if typed else [_parameter(name, fields[name], subcommand)]
 
     def callback(as_json: bool, **values: Any) -> None:
-        scope = {name: values.pop(name) for name in ("db", "app", "user", "project")}
+        where = {name: values.pop(name) for name in ("db", "app", "user", "project")}
         caps = (
             Caps(values.pop("max_facts"), values.pop("max_turns"))
             if operation.writes
@@ -363,8 +373,8 @@ def _command(operation: Operation[Any, Any], subcommand: Subcommand) -> click.Co
         )
         given = _arguments(operation, subcommand, values)
         result = run(
-            scope,
-            lambda memory: getattr(memory, operation.name)(**given),
+            where,
+            lambda scope: getattr(scope, operation.name)(**given),
             creates=subcommand.creates,
             caps=caps,
         )
@@ -377,8 +387,10 @@ def _command(operation: Operation[Any, Any], subcommand: Subcommand) -> click.Co
         subcommand.name, help=f"{operation.summary}\n\nExample: {subcommand.example}"
     )(callback)
     names = [param.name for param in command.params]
-    if len(set(names)) < len(names):  # one would silently take the other's value
-        raise TypeError(f"{subcommand.name}: two parameters named alike in {names}")
+    flags = [flag for param in command.params for flag in param.opts + param.secondary_opts]
+    if len(set(names)) < len(names) or len(set(flags)) < len(flags):
+        # one would silently take the other's value
+        raise TypeError(f"{subcommand.name}: two parameters named alike in {flags}")
     return command
 
 
