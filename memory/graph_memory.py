@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from .queries import GLOBAL, ScopeKey
 from .schema import FTS_INDEXES
 from .scope import MemoryScope
+from .search_settings import DEFAULT_SEARCH, SearchSettings
 from .store import DEFAULT_MAX_FACTS, DEFAULT_MAX_TURNS, Caps, Store
 from .timestamps import Clock, system_clock
 from .validation import ScopePart, parse_arguments
@@ -43,13 +44,15 @@ class GraphMemory:
         clock: Clock | None = None,
         max_facts: int = DEFAULT_MAX_FACTS,
         max_turns: int = DEFAULT_MAX_TURNS,
+        search: SearchSettings = DEFAULT_SEARCH,
     ) -> AsyncIterator[GraphMemory]:
         """Open (creating and migrating as needed) the database at `path`.
 
         `clock` returns microseconds since the epoch; tests inject one to control
         transaction time. `max_facts` (observations and relations) and `max_turns`
         cap what each (app, user) may store: a write past a cap raises
-        `MemoryFullError` and stores nothing.
+        `MemoryFullError` and stores nothing. `search` bounds the rows a search
+        ranks; tests pass small ones to reach a large memory's paths.
 
         Raises:
             DatabaseFileError: the file is corrupt, not SQLite, another program's
@@ -58,7 +61,7 @@ class GraphMemory:
         if max_facts < 1 or max_turns < 1:
             raise ValueError("max_facts and max_turns must be at least 1")
         caps = Caps(max_facts=max_facts, max_turns=max_turns)
-        store = await Store.open(os.fspath(path), clock or system_clock, caps)
+        store = await Store.open(os.fspath(path), clock or system_clock, caps, search)
         try:
             yield cls(store)
         finally:

@@ -77,11 +77,7 @@ NAME_WEIGHT = 2.0
 FACT_WEIGHTS = (1.0, 0.5, 0.25)  # an entity's best three matching facts
 RELATION_WEIGHT = 0.5
 
-# Ranked rows kept per index. An entity's score adds up its best facts, so one with
-# several middling facts can outrank the entities of the best few hundred rows: a
-# cut at 200 rows lost such an entity from a 10-hit search, so every search keeps
-# 500, and `limit` 50 with its best facts needs no more.
-CANDIDATES = 500
+# With a type filter, every ranked row is kept (`SearchSettings.candidates` otherwise).
 TYPED_CANDIDATES = 1_000_000  # every ranked row (a few thousand at most)
 
 # Each reads the rows of the rowids in `:rowids` that the read sees, in the order
@@ -160,13 +156,14 @@ def _matches(
 ) -> _Matches:
     """Every entity with a matching name, type, fact or relation, scored; at least
     `limit` of them when there are. With `typed` (a type filter comes after), every
-    ranked row is read, not the best `CANDIDATES`: the type may leave out most."""
+    ranked row is read, not the best `tx.search.candidates`: the type may leave out
+    most."""
     matches = _Matches()
     terms = query_terms(query)
     if not terms:
         return matches
     params = scope.params(owner, as_of=at.as_of, known_at=at.known_at)
-    wanted = TYPED_CANDIDATES if typed else CANDIDATES
+    wanted = TYPED_CANDIDATES if typed else tx.search.candidates
 
     def best(kind: str, sql: str, key: str | None = None) -> list[tuple[float, sqlite3.Row]]:
         def enough(rows: list[tuple[float, sqlite3.Row]]) -> bool:
@@ -410,7 +407,6 @@ def _rounded(score: float) -> float:
 # see bench/longmemeval.py and the README.)
 SESSION_SHARE = 0.25
 SESSION_TURNS = 3
-RECALL_CANDIDATES = 200
 
 RECALL_ROWS = """
     SELECT t.seq AS rowid, t.session_id
@@ -444,9 +440,8 @@ def recall(tx: Tx, scope: ScopeKey, args: RecallArgs) -> RecallResult:
     if owner is None or not terms:
         return RecallResult(turns=[])
     params = scope.params(owner, session_id=args.session_id, after=args.after, before=args.before)
-    candidates = best_rows(
-        tx, INDEXES["turn"], terms, owner, RECALL_ROWS, params, RECALL_CANDIDATES
-    )
+    wanted = tx.search.recall_candidates
+    candidates = best_rows(tx, INDEXES["turn"], terms, owner, RECALL_ROWS, params, wanted)
     if not candidates:
         return RecallResult(turns=[])
     scores = session_scores([(r["rowid"], r["session_id"], score) for score, r in candidates])

@@ -35,6 +35,7 @@ from .schema import (
     column_tokens,
     owner_range,
 )
+from .search_settings import DEFAULT_SEARCH, SearchSettings
 from .timestamps import Clock
 
 __all__ = ["Caps", "Store", "Tx", "json_list"]
@@ -115,12 +116,18 @@ class Tx:
     """The statements of one transaction, and the transaction time it writes with."""
 
     def __init__(
-        self, conn: sqlite3.Connection, now: int, owner: int | None, caps: Caps = Caps()
+        self,
+        conn: sqlite3.Connection,
+        now: int,
+        owner: int | None,
+        caps: Caps = Caps(),
+        search: SearchSettings = DEFAULT_SEARCH,
     ) -> None:
         self._conn = conn
         self.now = now
         self.owner = owner  # the (app, user) row, None until that user's first write
         self._caps = caps
+        self.search = search  # how many rows a search ranks and reads
         self._unindexed: dict[str, list[int]] = {}  # kind -> rowids added, not yet indexed
         self._unraised: dict[str, list[int]] = {}  # kind -> rowids whose entities' changed_at
         # is not yet raised (see `schema.CHANGED_NEW`)
@@ -289,16 +296,28 @@ def when_not_busy(step: Callable[..., T], *args: Any, within: float = BUSY_TIMEO
 
 class Store:
     def __init__(
-        self, conn: aiosqlite.Connection, clock: Clock, path: str, caps: Caps = Caps()
+        self,
+        conn: aiosqlite.Connection,
+        clock: Clock,
+        path: str,
+        caps: Caps = Caps(),
+        search: SearchSettings = DEFAULT_SEARCH,
     ) -> None:
         self._conn = conn
         self._clock = clock
         self.path = path
         self.caps = caps
+        self.search = search
         self._file: FileIdentity | None = None  # None: in memory
 
     @classmethod
-    async def open(cls, path: str, clock: Clock, caps: Caps = Caps()) -> Store:
+    async def open(
+        cls,
+        path: str,
+        clock: Clock,
+        caps: Caps = Caps(),
+        search: SearchSettings = DEFAULT_SEARCH,
+    ) -> Store:
         """Open (creating if needed) and migrate the database at `path`.
 
         Raises:
@@ -314,7 +333,7 @@ class Store:
                 f"cannot open database {path!r}: {exc}"
             ) from exc
         conn.row_factory = sqlite3.Row
-        store = cls(conn, clock, path, caps)
+        store = cls(conn, clock, path, caps, search)
         try:
             await store._in_thread(_prepare, path)
             if on_disk:
@@ -433,7 +452,7 @@ class Store:
                     f"chronomem while this process used it (it understands {LATEST_VERSION});"
                     " nothing was changed: restart it with the newer version"
                 )
-            tx = Tx(conn, now, owner, self.caps)
+            tx = Tx(conn, now, owner, self.caps, self.search)
             result = operation(tx)
             tx.finish()
             if write and self._file is not None:
