@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+import sqlite3
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import TypeVar
 
 from pydantic import BaseModel
 
@@ -17,6 +19,8 @@ from .timestamps import Clock, system_clock
 from .validation import ScopePart, parse_arguments
 
 __all__ = ["GraphMemory"]
+
+T = TypeVar("T")
 
 
 class _ScopeArgs(BaseModel):
@@ -70,6 +74,11 @@ class GraphMemory:
     @property
     def path(self) -> str:
         return self._store.path
+
+    async def on_connection(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn(connection)` on the database thread, between two operations: for what
+        no operation does (a test making the file refuse writes with a pragma)."""
+        return await self._store.on_connection(fn)
 
     async def optimize(self) -> None:
         """Merge each full-text index of the file into one segment, a bounded amount of

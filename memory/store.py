@@ -359,6 +359,15 @@ class Store:
             await self._in_thread(_checkpoint)
         await self._conn.close()
 
+    async def on_connection(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn(connection)` on the database thread, between two operations: for what
+        no operation does (a test making the file refuse writes with a pragma).
+
+        Raises:
+            DatabaseFileError: the file or the disk refused (read-only, full, ...).
+        """
+        return await self._in_thread(fn)
+
     async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn(connection, *args)` on aiosqlite's database thread.
 
