@@ -128,7 +128,7 @@ def _in_range(index: Index, n: int, scoped: bool) -> str:
 
 
 @functools.cache
-def _count_sql(index: Index, n: int, scoped: bool) -> str:
+def count_sql(index: Index, n: int, scoped: bool) -> str:
     """For each of `n` expressions: how many of the owner's rows match, counted from the
     newest down and stopping at `:cap`, and the oldest and newest rowid counted (from
     which the count of a common word is estimated)."""
@@ -140,7 +140,7 @@ def _count_sql(index: Index, n: int, scoped: bool) -> str:
 
 
 @functools.cache
-def _newest_sql(index: Index, n: int, scoped: bool) -> str:
+def newest_sql(index: Index, n: int, scoped: bool) -> str:
     """The newest `:window` rows each of `n` expressions matches, with their sizes."""
     parts = " UNION ALL ".join(
         f"SELECT rowid, {i} AS expression FROM"
@@ -165,7 +165,7 @@ def _norm(column: int, columns: int) -> str:
 
 
 @functools.cache
-def _scored_sql(index: Index, columns: tuple[int, ...], scoped: bool) -> str:
+def scored_sql(index: Index, columns: tuple[int, ...], scoped: bool) -> str:
     """The owner's rows that expressions `:m0`, `:m1`, ... match (in the columns
     `columns` gives), each scored by SQLite: every expression that matches it adds its
     weight (`:w0`, ...) times its column's length norm. Best first, ties to the newest."""
@@ -188,7 +188,7 @@ def _scored_sql(index: Index, columns: tuple[int, ...], scoped: bool) -> str:
 
 
 @functools.cache
-def _all_words_sql(index: Index, scoped: bool) -> str:
+def all_words_sql(index: Index, scoped: bool) -> str:
     """The newest `:window` rows that have every word (`:m0`), with their sizes."""
     newest = f"{_in_range(index, 0, scoped)} ORDER BY rowid DESC LIMIT :window"
     return f"""
@@ -281,9 +281,9 @@ def ranked(
     expressions = _expressions(index, terms)
     bounds: dict[str, Any] = {"first": first, "last": last, "p": project}
     params = bounds | {f"m{i}": e.match for i, e in enumerate(expressions)}
-    count_sql = _count_sql(index, len(expressions), stats.scoped)
+    counting = count_sql(index, len(expressions), stats.scoped)
     budget = tx.search.ranked_rows
-    counted = tx.tuples(count_sql, params | {"cap": budget + 1})
+    counted = tx.tuples(counting, params | {"cap": budget + 1})
     found: dict[int, float] = {}  # expression -> rows (estimated when counting stopped)
     for i, rows, oldest, newest in counted:
         if rows > budget:  # counting stopped: estimate from the rowids it spanned
@@ -314,7 +314,7 @@ def ranked(
     scoring = bounds | _norm_params(index, stats)
     for n, i in enumerate(chosen):
         scoring |= {f"m{n}": expressions[i].match, f"w{n}": idf[expressions[i].term]}
-    rows = tx.tuples(_scored_sql(index, columns, stats.scoped), scoring)
+    rows = tx.tuples(scored_sql(index, columns, stats.scoped), scoring)
     if grown == 1 or not left_out:
         return Ranked(rows, partial=bool(left_out))
     scores = dict((rowid, score) for score, rowid in rows)
@@ -347,7 +347,7 @@ def _newest(
     """The newest rows of each of the `taken` expressions (common words), and the newest
     rows with every one of their words, scored here (a row may come from several)."""
     scores = _Scores(index, stats)
-    sql = _newest_sql(index, len(taken), stats.scoped)
+    sql = newest_sql(index, len(taken), stats.scoped)
     subset = bounds | {f"m{n}": expressions[i].match for n, i in enumerate(taken)}
     newest = tx.search.newest_window * grown if grown > 0 else -1
     seen: dict[int, set[int]] = defaultdict(set)
@@ -361,7 +361,7 @@ def _newest(
         # column only: the columns of a match are not told apart).
         every = {"m0": " AND ".join(terms[t] for t in words)}
         window = {"window": tx.search.every_word_window * grown if grown > 0 else -1}
-        for rowid, sz in tx.tuples(_all_words_sql(index, stats.scoped), bounds | every | window):
+        for rowid, sz in tx.tuples(all_words_sql(index, stats.scoped), bounds | every | window):
             for t in words:
                 if t not in seen[rowid]:
                     scores.add(rowid, 0, idf[t], sz)

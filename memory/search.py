@@ -270,7 +270,7 @@ NEWEST_RELATIONS = f"""
 
 
 @functools.cache
-def _newest_sql(part: str, count: int) -> str:
+def newest_sql(part: str, count: int) -> str:
     """`part` for `count` entities, in one statement: an index range each."""
     return " UNION ALL ".join(f"SELECT * FROM ({part.format(i=i)})" for i in range(count))
 
@@ -282,7 +282,7 @@ def _newest(
     found: dict[int, list[sqlite3.Row]] = {entity_id: [] for entity_id in entity_ids}
     if entity_ids:
         keys = {f"e{i}": entity_id for i, entity_id in enumerate(entity_ids)}
-        for row in tx.all(_newest_sql(part, len(entity_ids)), {**params, **keys, "n": n}):
+        for row in tx.all(newest_sql(part, len(entity_ids)), {**params, **keys, "n": n}):
             found[entity_ids[row["part"]]].append(row)
     return found
 
