@@ -352,7 +352,8 @@ def search_nodes(tx: Tx, scope: ScopeKey, args: SearchNodesArgs) -> SearchNodesR
 
     ids = json_list(item.id for item in items)
     fact_counts, relation_counts = (
-        dict(tx.all(sql, {**params, "entities": ids})) for sql in COUNTS[history]
+        {entity_id: n for entity_id, n in tx.tuples(sql, {**params, "entities": ids})}
+        for sql in COUNTS[history]
     )
     shown_facts = [seq for item in items for _, seq in item.facts[:per_hit]]
     shown_relations = [seq for item in items for _, seq in item.relations[:per_hit]]
@@ -403,8 +404,7 @@ def _rounded(score: float) -> float:
 
 # Recall ranks turns by BM25, then adds to each turn a share of the scores of the best
 # other matching turns of its session: a conversation that keeps coming back to the
-# words asked about is more likely the one meant. (Measured on LongMemEval-S dev:
-# see bench/longmemeval.py and the README.)
+# words asked about is more likely the one meant (chosen with bench/longmemeval.py).
 SESSION_SHARE = 0.25
 SESSION_TURNS = 3
 

@@ -50,7 +50,7 @@ DEFAULT_MAX_FACTS = 10_000_000
 DEFAULT_MAX_TURNS = 10_000_000
 FACT_KINDS = ("observation", "relation")
 CACHE_KIB = 32 * 1024
-# During a bulk import, checkpoint the WAL every ~40 MB instead of SQLite's ~4 MB:
+# During a bulk import, checkpoint the WAL every 10,000 pages instead of SQLite's 1,000:
 # each batch rewrites the same hot pages, and each checkpoint copies them back.
 BULK_CHECKPOINT_PAGES = 10_000
 SQLITE_BUSY, SQLITE_LOCKED, SQLITE_CORRUPT, SQLITE_NOTADB = 5, 6, 11, 26
@@ -185,7 +185,7 @@ class Tx:
         self, kind: str, sql: str, rows: Sequence[tuple[Any, ...]], *, raise_changed: bool = True
     ) -> Sequence[int]:
         """INSERT many rows of one kind with one `executemany`, as `add` would one by one
-        (a bulk import: ~3 us a row less); `sql` takes the rowid first, then a row's
+        (a bulk import); `sql` takes the rowid first, then a row's
         values. Returns the rowids of the rows inserted, in order; an ON CONFLICT clause
         may have skipped others. With `raise_changed=False` the caller raises their
         entities' changed_at itself (`raise_changed_at`)."""
@@ -412,8 +412,7 @@ class Store:
 
         FTS5 writes each transaction's new entries as a segment and merges segments
         as they pile up, so a large import leaves a dozen or more of them, and every
-        search looks each word up in each: at a million facts, one segment made
-        searches ~15% cheaper."""
+        search looks each word up in each (docs/benchmarks.md)."""
         await self._in_thread(_merge_index, FTS_INDEXES[kind])
 
     async def write(self, app: str, user: str, operation: Callable[[Tx], T]) -> T:
@@ -598,7 +597,7 @@ def _check_whole_pages(conn: sqlite3.Connection, path: str) -> None:
         )
 
 
-MERGE_PAGES = 1000  # pages of merge work per transaction: at most ~0.5 s each
+MERGE_PAGES = 1000  # pages of merge work per transaction: short, so writers get in between
 
 
 def _merge_index(conn: sqlite3.Connection, table: str) -> None:
