@@ -110,10 +110,10 @@ def _card_entities(
     facts: dict[int, list[str]] = {}
     for entity_id, entity_facts in rows_of.items():
         leading = (first or {}).get(entity_id, ())
-        texts = dict(entity_facts)
-        ahead = [seq for seq in leading if seq in texts]
+        by_seq = dict(entity_facts)
+        ahead = [seq for seq in leading if seq in by_seq]
         first_seqs = set(ahead)
-        facts[entity_id] = [texts[seq] for seq in ahead] + [
+        facts[entity_id] = [by_seq[seq] for seq in ahead] + [
             text for seq, text in entity_facts if seq not in first_seqs
         ]
     links: dict[int, list[tuple[str, str]]] = defaultdict(list)

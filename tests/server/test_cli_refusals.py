@@ -11,9 +11,9 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
-import anyio
 import pytest
 
+from ..polling import eventually
 from .command_line import Cli, Executable
 from .conftest import CHRONOMEM
 
@@ -125,11 +125,13 @@ async def test_ctrl_c_stops_an_import_between_batches_and_running_it_again_resum
         stderr=subprocess.PIPE,
         text=True,
     )
+
+    async def first_batch_committed() -> int:
+        assert importing.poll() is None
+        return _entities_in(cli.db)
+
     try:
-        with anyio.fail_after(120):  # a guard against a hang, not a measure of speed
-            while not _entities_in(cli.db):  # until the first batch has committed
-                assert importing.poll() is None
-                await anyio.sleep(0.05)
+        await eventually(first_batch_committed, within=120)
         importing.send_signal(signal.SIGINT)
         _, stderr = importing.communicate(timeout=120)
     finally:
