@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Union, get_args, get_origin
 
 import click
+from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from rich.table import Table
 
@@ -394,7 +395,18 @@ def _command(operation: Operation[Any, Any], subcommand: Subcommand) -> click.Co
     return command
 
 
+def _as_json(result: BaseModel) -> str:
+    return result.model_dump_json(indent=2)
+
+
+def _subcommand(name: str) -> Subcommand:
+    """The subcommand of `name`; an operation without an entry above still gets one,
+    named after it, that prints its JSON result."""
+    made = name.replace("_", "-")
+    return SUBCOMMANDS.get(name) or Subcommand(made, f"chronomem {made} --json", _as_json)
+
+
 COMMAND_OF: Mapping[str, click.Command] = {
-    name: _command(operation, SUBCOMMANDS[name]) for name, operation in OPERATIONS.items()
+    name: _command(operation, _subcommand(name)) for name, operation in OPERATIONS.items()
 }
 COMMANDS = tuple(COMMAND_OF.values())
