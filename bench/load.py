@@ -243,12 +243,20 @@ class Connection:
     """One keep-alive HTTP/1.1 connection, spoken by hand: a request out, then the
     status, headers and a Content-Length, chunked or close-delimited body back."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        idle_reuse: float = IDLE_REUSE,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         parts = urllib.parse.urlsplit(url)
         self.host, self.port, self.path = parts.hostname or HOST, parts.port or 80, parts.path
         self._socket: SocketStream | None = None
         self._reader: BufferedByteReceiveStream | None = None
-        self._used = 0.0  # time.monotonic() of the last response
+        self._idle_reuse = idle_reuse  # seconds idle after which a connection is not reused
+        self._clock = clock
+        self._used = 0.0  # `clock()` at the last response
 
     async def request(self, method: str, headers: dict[str, str], body: bytes = b"") -> Reply:
         """One request and its response, within CALL_TIMEOUT. A failure closes the
@@ -262,7 +270,7 @@ class Connection:
             raise
 
     async def _exchange(self, method: str, headers: dict[str, str], body: bytes) -> Reply:
-        if self._socket is not None and time.monotonic() - self._used > IDLE_REUSE:
+        if self._socket is not None and self._clock() - self._used > self._idle_reuse:
             await self.aclose()
         if self._socket is None or self._reader is None:
             self._socket = await anyio.connect_tcp(self.host, self.port)
@@ -290,7 +298,7 @@ class Connection:
         else:  # delimited by the server closing the connection
             content = await self._until_closed(self._reader)
             found["connection"] = "close"
-        self._used = time.monotonic()
+        self._used = self._clock()
         if found.get("connection", "").lower() == "close":
             await self.aclose()
         return Reply(status, found, content)

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+import sqlite3
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import TypeVar
 
 from pydantic import BaseModel
 
 from .queries import GLOBAL, ScopeKey
 from .schema import FTS_INDEXES
 from .scope import MemoryScope
+from .search_settings import DEFAULT_SEARCH, SearchSettings
 from .store import DEFAULT_MAX_FACTS, DEFAULT_MAX_TURNS, Caps, Store
 from .timestamps import Clock, system_clock
 from .validation import ScopePart, parse_arguments
 
 __all__ = ["GraphMemory"]
+
+T = TypeVar("T")
 
 
 class _ScopeArgs(BaseModel):
@@ -43,13 +48,15 @@ class GraphMemory:
         clock: Clock | None = None,
         max_facts: int = DEFAULT_MAX_FACTS,
         max_turns: int = DEFAULT_MAX_TURNS,
+        search: SearchSettings = DEFAULT_SEARCH,
     ) -> AsyncIterator[GraphMemory]:
         """Open (creating and migrating as needed) the database at `path`.
 
         `clock` returns microseconds since the epoch; tests inject one to control
         transaction time. `max_facts` (observations and relations) and `max_turns`
         cap what each (app, user) may store: a write past a cap raises
-        `MemoryFullError` and stores nothing.
+        `MemoryFullError` and stores nothing. `search` bounds the rows a search
+        ranks; tests pass small ones to reach a large memory's paths.
 
         Raises:
             DatabaseFileError: the file is corrupt, not SQLite, another program's
@@ -58,7 +65,7 @@ class GraphMemory:
         if max_facts < 1 or max_turns < 1:
             raise ValueError("max_facts and max_turns must be at least 1")
         caps = Caps(max_facts=max_facts, max_turns=max_turns)
-        store = await Store.open(os.fspath(path), clock or system_clock, caps)
+        store = await Store.open(os.fspath(path), clock or system_clock, caps, search)
         try:
             yield cls(store)
         finally:
@@ -67,6 +74,11 @@ class GraphMemory:
     @property
     def path(self) -> str:
         return self._store.path
+
+    async def on_connection(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn(connection)` on the database thread, between two operations: for what
+        no operation does (a test making the file refuse writes with a pragma)."""
+        return await self._store.on_connection(fn)
 
     async def optimize(self) -> None:
         """Merge each full-text index of the file into one segment, a bounded amount of

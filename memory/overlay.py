@@ -23,12 +23,15 @@ GLOBAL = ""  # the project of global rows
 
 CLOSINGS = {"observation": "observation_closing", "relation": "relation_closing"}
 CLOSED = ("valid_to", "invalidated_at", "reason")  # what a closing sets
-COLUMNS = {
-    "observation": ("seq", "id", "owner_id", "project", "entity_id", "text", "text_key",
-                    "attribute", "attribute_key", "valid_from", "recorded_at"),
-    "relation": ("seq", "id", "owner_id", "project", "source_id", "relation", "target_id",
-                 "valid_from", "recorded_at"),
-}  # fmt: skip
+COLUMNS = {  # what a context reads of each row as it is
+    "observation": tuple(
+        "seq id owner_id project entity_id text text_key attribute attribute_key"
+        " valid_from recorded_at".split()
+    ),
+    "relation": tuple(
+        "seq id owner_id project source_id relation target_id valid_from recorded_at".split()
+    ),
+}
 
 
 def _seen(table: str) -> str:

@@ -97,7 +97,7 @@ def visible_entity(
     return (visible_entities(tx, scope, owner, [key], known_at, deleted_too)).get(key)
 
 
-def _observations_sql(include_history: bool) -> str:
+def observations_sql(include_history: bool) -> str:
     return f"""
         SELECT o.* FROM {SEEN["observation"]} o
         WHERE o.entity_id IN (SELECT value FROM json_each(:entities))
@@ -114,7 +114,7 @@ RELATION_COLUMNS = f"""
 """
 
 
-def _relations_sql(include_history: bool, touching: bool) -> str:
+def relations_sql(include_history: bool, touching: bool) -> str:
     sources = "SELECT value FROM json_each(:entities)"
     where = f"r.source_id IN ({sources})"
     if touching:
@@ -138,7 +138,7 @@ def observations_of(
     """Each entity's observations visible at `at`, oldest first, as `model`s."""
     found: dict[int, list[Observation]] = {entity_id: [] for entity_id in entity_ids}
     rows = tx.all(
-        _observations_sql(include_history),
+        observations_sql(include_history),
         scope.params(owner, entities=json_list(entity_ids), as_of=at.as_of, known_at=at.known_at),
     )
     for row in rows:
@@ -159,7 +159,7 @@ def relations_of(
 ) -> list[Relation]:
     """Relations from (or, with `touching`, also to) the entities, visible at `at`."""
     rows = tx.all(
-        _relations_sql(include_history, touching),
+        relations_sql(include_history, touching),
         scope.params(owner, entities=json_list(entity_ids), as_of=at.as_of, known_at=at.known_at),
     )
     return [relation_view(row, at, model) for row in rows]

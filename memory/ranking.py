@@ -16,11 +16,11 @@ the user has rows in other projects, every FTS5 query keeps only the context's r
 (a lookup of each match's row), so nothing stored in another project moves a score.
 
 A query ranks the rows of its rarest words, adding words from the rarest up while at
-most `RANKED_ROWS` rows are to be ranked; a word left out is common in this memory and
-weighs little, and adds nothing to the score (after Lucene's CommonTermsQuery, which
-would still score it on the rare words' rows). When every word is more common
-than that, the newest rows that have all of them (`EVERY_WORD_WINDOW`), and the newest
-of each (`NEWEST_WINDOW`), are ranked.
+most `SearchSettings.ranked_rows` rows are to be ranked; a word left out is common in
+this memory and weighs little, and adds nothing to the score (after Lucene's
+CommonTermsQuery, which would still score it on the rare words' rows). When every word
+is more common than that, the newest rows that have all of them (`every_word_window`),
+and the newest of each (`newest_window`), are ranked.
 """
 
 from __future__ import annotations
@@ -43,9 +43,6 @@ __all__ = ["INDEXES", "Index", "Ranked", "best_rows", "passing", "ranked"]
 # ranked turns better, and facts no worse (bench/locomo.py, bench/longmemeval.py).
 K1 = 1.2
 B = 0.4
-RANKED_ROWS = 1_000
-NEWEST_WINDOW = 200
-EVERY_WORD_WINDOW = 1_000
 IDF_FLOOR = 1e-6
 
 
@@ -131,7 +128,7 @@ def _in_range(index: Index, n: int, scoped: bool) -> str:
 
 
 @functools.cache
-def _count_sql(index: Index, n: int, scoped: bool) -> str:
+def count_sql(index: Index, n: int, scoped: bool) -> str:
     """For each of `n` expressions: how many of the owner's rows match, counted from the
     newest down and stopping at `:cap`, and the oldest and newest rowid counted (from
     which the count of a common word is estimated)."""
@@ -143,7 +140,7 @@ def _count_sql(index: Index, n: int, scoped: bool) -> str:
 
 
 @functools.cache
-def _newest_sql(index: Index, n: int, scoped: bool) -> str:
+def newest_sql(index: Index, n: int, scoped: bool) -> str:
     """The newest `:window` rows each of `n` expressions matches, with their sizes."""
     parts = " UNION ALL ".join(
         f"SELECT rowid, {i} AS expression FROM"
@@ -168,7 +165,7 @@ def _norm(column: int, columns: int) -> str:
 
 
 @functools.cache
-def _scored_sql(index: Index, columns: tuple[int, ...], scoped: bool) -> str:
+def scored_sql(index: Index, columns: tuple[int, ...], scoped: bool) -> str:
     """The owner's rows that expressions `:m0`, `:m1`, ... match (in the columns
     `columns` gives), each scored by SQLite: every expression that matches it adds its
     weight (`:w0`, ...) times its column's length norm. Best first, ties to the newest."""
@@ -191,7 +188,7 @@ def _scored_sql(index: Index, columns: tuple[int, ...], scoped: bool) -> str:
 
 
 @functools.cache
-def _all_words_sql(index: Index, scoped: bool) -> str:
+def all_words_sql(index: Index, scoped: bool) -> str:
     """The newest `:window` rows that have every word (`:m0`), with their sizes."""
     newest = f"{_in_range(index, 0, scoped)} ORDER BY rowid DESC LIMIT :window"
     return f"""
@@ -273,7 +270,7 @@ def ranked(
 ) -> Ranked:
     """The rows of `index` of the owner seen from `project` ('' global) that match
     `terms` (FTS5-quoted words), best first;
-    ties go to the newest row. At most about `RANKED_ROWS` rows of the rarest words,
+    ties go to the newest row. At most about `tx.search.ranked_rows` rows of the rarest words,
     or the newest windows of a query made only of common words, `grown` times their
     usual size (-1: all). Grown, a query's common words left out add their newest
     windows too (filters dropped the rare words' rows)."""
@@ -284,11 +281,12 @@ def ranked(
     expressions = _expressions(index, terms)
     bounds: dict[str, Any] = {"first": first, "last": last, "p": project}
     params = bounds | {f"m{i}": e.match for i, e in enumerate(expressions)}
-    count_sql = _count_sql(index, len(expressions), stats.scoped)
-    counted = tx.tuples(count_sql, params | {"cap": RANKED_ROWS + 1})
+    counting = count_sql(index, len(expressions), stats.scoped)
+    budget = tx.search.ranked_rows
+    counted = tx.tuples(counting, params | {"cap": budget + 1})
     found: dict[int, float] = {}  # expression -> rows (estimated when counting stopped)
     for i, rows, oldest, newest in counted:
-        if rows > RANKED_ROWS:  # counting stopped: estimate from the rowids it spanned
+        if rows > budget:  # counting stopped: estimate from the rowids it spanned
             found[i] = min(stats.rows, rows * stats.rows / (newest - oldest + 1))
         elif rows:
             found[i] = rows
@@ -303,7 +301,7 @@ def ranked(
     chosen: list[int] = []
     total = 0.0
     for i in sorted(found, key=found.__getitem__):
-        if total + found[i] > RANKED_ROWS:
+        if total + found[i] > budget:
             break
         chosen.append(i)
         total += found[i]
@@ -316,7 +314,7 @@ def ranked(
     scoring = bounds | _norm_params(index, stats)
     for n, i in enumerate(chosen):
         scoring |= {f"m{n}": expressions[i].match, f"w{n}": idf[expressions[i].term]}
-    rows = tx.tuples(_scored_sql(index, columns, stats.scoped), scoring)
+    rows = tx.tuples(scored_sql(index, columns, stats.scoped), scoring)
     if grown == 1 or not left_out:
         return Ranked(rows, partial=bool(left_out))
     scores = dict((rowid, score) for score, rowid in rows)
@@ -349,9 +347,9 @@ def _newest(
     """The newest rows of each of the `taken` expressions (common words), and the newest
     rows with every one of their words, scored here (a row may come from several)."""
     scores = _Scores(index, stats)
-    sql = _newest_sql(index, len(taken), stats.scoped)
+    sql = newest_sql(index, len(taken), stats.scoped)
     subset = bounds | {f"m{n}": expressions[i].match for n, i in enumerate(taken)}
-    newest = NEWEST_WINDOW * grown if grown > 0 else -1
+    newest = tx.search.newest_window * grown if grown > 0 else -1
     seen: dict[int, set[int]] = defaultdict(set)
     for rowid, n, sz in tx.tuples(sql, subset | {"window": newest}):
         expression = expressions[taken[n]]
@@ -362,8 +360,8 @@ def _newest(
         # The newest rows with every word, beyond each word's own newest window (one
         # column only: the columns of a match are not told apart).
         every = {"m0": " AND ".join(terms[t] for t in words)}
-        window = {"window": EVERY_WORD_WINDOW * grown if grown > 0 else -1}
-        for rowid, sz in tx.tuples(_all_words_sql(index, stats.scoped), bounds | every | window):
+        window = {"window": tx.search.every_word_window * grown if grown > 0 else -1}
+        for rowid, sz in tx.tuples(all_words_sql(index, stats.scoped), bounds | every | window):
             for t in words:
                 if t not in seen[rowid]:
                     scores.add(rowid, 0, idf[t], sz)

@@ -1,57 +1,47 @@
 """The scope handle: every operation of DESIGN §3 for one (app, user, project).
 
-Each method validates its arguments into the operation's model (raising
-`InvalidInputError` before anything is touched), then runs the operation in one
-transaction. The MCP tools and CLI commands call these same methods.
+The operations' methods are made from their declarations (`operations`): each
+validates its arguments into the operation's model (raising `InvalidInputError`
+before anything is touched), then runs the operation in one transaction. The MCP
+tools and CLI commands run the same declarations through `MemoryScope.call`.
 """
 
 from __future__ import annotations
 
+import inspect
 import tempfile
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from datetime import datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from . import admin, import_check, profile, reads, search, transfer, writes
+from . import admin, import_check, operations, profile, transfer, writes
 from .errors import ImportInterrupted, InvalidInputError, MemoryFullError
 from .models import (
     CreateEntityArgs,
     DeleteEntitiesArgs,
     DeleteEntitiesResult,
     EntityRef,
-    ForgetArgs,
-    ForgetResult,
-    HistoryArgs,
-    HistoryResult,
-    OpenNodesArgs,
-    OpenNodesResult,
-    ProfileCard,
-    ProfileCardArgs,
-    ReadGraphArgs,
     ReadGraphResult,
-    RecallArgs,
-    RecallResult,
-    RecordTurnsArgs,
-    RecordTurnsResult,
-    RelateArgs,
-    RelateResult,
-    RememberArgs,
-    RememberResult,
-    SearchNodesArgs,
-    SearchNodesResult,
-    TurnIn,
 )
+from .operations import Operation
 from .queries import ScopeKey
 from .store import Store
 from .validation import Query, SessionId, parse_arguments
 
 __all__ = ["MemoryScope"]
 
-Time = str | datetime
-R = TypeVar("R")
-R = TypeVar("R")
+A = TypeVar("A", bound=BaseModel)
+R = TypeVar("R", bound=BaseModel)
 
 
 class _TopicArgs(BaseModel):
@@ -68,6 +58,23 @@ class _SessionArgs(BaseModel):
 # into one segment: about 5 s for a million facts and a million turns, in short
 # transactions, for searches ~15% cheaper from then on.
 MERGE_AFTER_ROWS = 10_000
+
+
+def _method(operation: Operation[Any, R]) -> Callable[..., Coroutine[Any, Any, R]]:
+    """`operation` as a method of `MemoryScope`, with the operation's own signature."""
+
+    async def method(self: MemoryScope, *args: Any, **kwargs: Any) -> R:
+        return await self.call(operation, operation.bind(args, kwargs))
+
+    self = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    signature = operation.signature
+    method.__signature__ = signature.replace(  # type: ignore[attr-defined]  # read by inspect
+        parameters=[self, *signature.parameters.values()]
+    )
+    method.__name__ = operation.name
+    method.__qualname__ = f"MemoryScope.{operation.name}"
+    method.__doc__ = operation.summary
+    return method
 
 
 class MemoryScope:
@@ -89,160 +96,33 @@ class MemoryScope:
     def project(self) -> str | None:
         return self.key.project or None
 
-    async def _read(self, operation: Callable[..., R], model: type, **arguments: Any) -> R:
-        """Validate `arguments` into `model` (nothing is touched if that fails), then run
-        `operation` in one read snapshot."""
-        args = parse_arguments(model, **arguments)
-        return await self._store.read(
-            self.key.app, self.key.user, lambda tx: operation(tx, self.key, args)
-        )
-
-    async def _write(self, operation: Callable[..., R], model: type, **arguments: Any) -> R:
-        """Validate, then run `operation` in one write transaction."""
-        args = parse_arguments(model, **arguments)
-        return await self._store.write(
-            self.key.app, self.key.user, lambda tx: operation(tx, self.key, args)
-        )
+    async def call(self, operation: Operation[A, R], arguments: A | Mapping[str, Any]) -> R:
+        """Run `operation` in one transaction (a write's, or a read snapshot), with
+        `arguments` given as its argument model or by name; by name they are validated
+        first, and nothing is touched if that fails."""
+        if isinstance(arguments, Mapping):
+            args = parse_arguments(operation.arguments, **arguments)
+        elif isinstance(arguments, operation.arguments):
+            args = arguments
+        else:
+            raise TypeError(f"{operation.name} takes {operation.arguments.__name__}")
+        run = self._store.write if operation.writes else self._store.read
+        return await run(self.key.app, self.key.user, lambda tx: operation.run(tx, self.key, args))
 
     def __repr__(self) -> str:
         return f"MemoryScope(app={self.app!r}, user={self.user!r}, project={self.project!r})"
 
-    async def remember(
-        self,
-        entity: str,
-        facts: Sequence[str],
-        entity_type: str | None = None,
-        valid_from: Time | None = None,
-        replaces: Sequence[str] | None = None,
-        attribute: str | None = None,
-    ) -> RememberResult:
-        """Store facts about an entity, creating it if new."""
-        return await self._write(
-            writes.remember,
-            RememberArgs,
-            entity=entity,
-            facts=facts,
-            entity_type=entity_type,
-            valid_from=valid_from,
-            replaces=replaces,
-            attribute=attribute,
-        )
-
-    async def relate(
-        self,
-        source: str,
-        relation: str,
-        target: str,
-        source_type: str | None = None,
-        target_type: str | None = None,
-        valid_from: Time | None = None,
-        exclusive: bool = False,
-        replaces: Sequence[str] | None = None,
-    ) -> RelateResult:
-        """Store a typed, directed relation between two entities."""
-        return await self._write(
-            writes.relate,
-            RelateArgs,
-            source=source,
-            relation=relation,
-            target=target,
-            source_type=source_type,
-            target_type=target_type,
-            valid_from=valid_from,
-            exclusive=exclusive,
-            replaces=replaces,
-        )
-
-    async def forget(
-        self,
-        ids: Sequence[str] | None = None,
-        entities: Sequence[str] | None = None,
-        valid_to: Time | None = None,
-        reason: str | None = None,
-    ) -> ForgetResult:
-        """Close facts and relations (by id, or all of an entity's); nothing is deleted."""
-        return await self._write(
-            writes.forget, ForgetArgs, ids=ids, entities=entities, valid_to=valid_to, reason=reason
-        )
-
-    async def search_nodes(
-        self,
-        query: str,
-        limit: int = 10,
-        facts_per_hit: int = 5,
-        entity_type: str | None = None,
-        as_of: Time | None = None,
-        known_at: Time | None = None,
-        include_history: bool = False,
-    ) -> SearchNodesResult:
-        """Entities ranked by relevance to `query`, each with the facts and relations that
-        best answer it, best first (at most `facts_per_hit` of each)."""
-        return await self._read(
-            search.search_nodes,
-            SearchNodesArgs,
-            query=query,
-            limit=limit,
-            facts_per_hit=facts_per_hit,
-            entity_type=entity_type,
-            as_of=as_of,
-            known_at=known_at,
-            include_history=include_history,
-        )
-
-    async def open_nodes(
-        self,
-        names: Sequence[str],
-        as_of: Time | None = None,
-        known_at: Time | None = None,
-        include_history: bool = False,
-    ) -> OpenNodesResult:
-        """Entities by name with their facts, and every relation touching them."""
-        return await self._read(
-            reads.open_nodes,
-            OpenNodesArgs,
-            names=names,
-            as_of=as_of,
-            known_at=known_at,
-            include_history=include_history,
-        )
-
-    async def read_graph(
-        self,
-        as_of: Time | None = None,
-        known_at: Time | None = None,
-        include_history: bool = False,
-        limit: int = 50,
-        cursor: str | None = None,
-    ) -> ReadGraphResult:
-        """One page of the whole graph, in a stable order."""
-        return await self._read(
-            reads.read_graph,
-            ReadGraphArgs,
-            as_of=as_of,
-            known_at=known_at,
-            include_history=include_history,
-            limit=limit,
-            cursor=cursor,
-        )
-
-    async def profile_card(
-        self,
-        max_entities: int = 12,
-        max_facts_per_entity: int = 5,
-        max_chars: int = 2000,
-        query: str | None = None,
-        as_of: Time | None = None,
-    ) -> ProfileCard:
-        """The compact "who is this user" block for the start of a session."""
-        return await self._read(
-            profile.profile_card,
-            ProfileCardArgs,
-            max_entities=max_entities,
-            max_facts_per_entity=max_facts_per_entity,
-            max_chars=max_chars,
-            query=query,
-            as_of=as_of,
-        )
+    # The operations of DESIGN §3, as methods: `await scope.remember(entity=..., facts=...)`.
+    remember = _method(operations.REMEMBER)
+    relate = _method(operations.RELATE)
+    forget = _method(operations.FORGET)
+    search_nodes = _method(operations.SEARCH_NODES)
+    open_nodes = _method(operations.OPEN_NODES)
+    read_graph = _method(operations.READ_GRAPH)
+    profile_card = _method(operations.PROFILE_CARD)
+    history = _method(operations.HISTORY)
+    record_turns = _method(operations.RECORD_TURNS)
+    recall = _method(operations.RECALL)
 
     async def session_context(self, topic: str | None = None) -> str:
         """The recalled-context block for a session's start: the profile card, facts
@@ -253,10 +133,6 @@ class MemoryScope:
             self.key.user,
             lambda tx: profile.session_context(tx, self.key, args.topic),
         )
-
-    async def history(self, entity: str) -> HistoryResult:
-        """Every fact and relation an entity ever had, with both time axes."""
-        return await self._read(reads.history, HistoryArgs, entity=entity)
 
     # ------------------------------------------------------------ administration
 
@@ -369,57 +245,34 @@ class MemoryScope:
         await self._store.compact()
         return result
 
-    async def recall(
-        self,
-        query: str,
-        limit: int = 10,
-        session_id: str | None = None,
-        after: Time | None = None,
-        before: Time | None = None,
-    ) -> RecallResult:
-        """Past conversation turns ranked by relevance to `query`."""
-        return await self._read(
-            search.recall,
-            RecallArgs,
-            query=query,
-            limit=limit,
-            session_id=session_id,
-            after=after,
-            before=before,
-        )
-
-    async def record_turns(
-        self, session_id: str, turns: Sequence[TurnIn | dict[str, object]]
-    ) -> RecordTurnsResult:
-        """Append raw conversation turns to the episodic log."""
-        return await self._write(
-            writes.record_turns, RecordTurnsArgs, session_id=session_id, turns=turns
-        )
-
     # ------------------------------------------------------------ entities themselves
 
     async def create_entity(self, name: str, entity_type: str | None = None) -> EntityRef:
         """The entity `name`, created with no facts if new (`created` says so); a given
         type replaces its old one, and a deleted entity is back."""
-        return await self._write(
-            writes.create_entity, CreateEntityArgs, name=name, entity_type=entity_type
+        args = parse_arguments(CreateEntityArgs, name=name, entity_type=entity_type)
+        return await self._store.write(
+            self.key.app, self.key.user, lambda tx: writes.create_entity(tx, self.key, args)
         )
 
     async def delete_entities(
-        self, names: Sequence[str], valid_to: Time | None = None, reason: str | None = None
+        self,
+        names: Sequence[str],
+        valid_to: str | datetime | None = None,
+        reason: str | None = None,
     ) -> DeleteEntitiesResult:
         """Close every open fact and relation of the entities and record their deletion:
         reads from now on leave them out, reads at an earlier `known_at` still see
         them, and `history` says when. Writing about one again brings it back."""
-        return await self._write(
-            writes.delete_entities, DeleteEntitiesArgs, names=names, valid_to=valid_to,
-            reason=reason,
-        )  # fmt: skip
+        args = parse_arguments(DeleteEntitiesArgs, names=names, valid_to=valid_to, reason=reason)
+        return await self._store.write(
+            self.key.app, self.key.user, lambda tx: writes.delete_entities(tx, self.key, args)
+        )
 
     async def iterate_graph(
         self,
-        as_of: Time | None = None,
-        known_at: Time | None = None,
+        as_of: str | datetime | None = None,
+        known_at: str | datetime | None = None,
         include_history: bool = False,
         page_size: int = 500,
     ) -> AsyncIterator[ReadGraphResult]:
@@ -429,9 +282,12 @@ class MemoryScope:
         cursor = None
         while True:
             page = await self.read_graph(
-                as_of=as_of, known_at=known_at, include_history=include_history,
-                limit=page_size, cursor=cursor,
-            )  # fmt: skip
+                as_of=as_of,
+                known_at=known_at,
+                include_history=include_history,
+                limit=page_size,
+                cursor=cursor,
+            )
             yield page
             cursor = page.next_cursor
             if cursor is None:

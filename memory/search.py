@@ -78,11 +78,7 @@ NAME_WEIGHT = 2.0
 FACT_WEIGHTS = (1.0, 0.5, 0.25)  # an entity's best three matching facts
 RELATION_WEIGHT = 0.5
 
-# Ranked rows kept per index. An entity's score adds up its best facts, so one with
-# several middling facts can outrank the entities of the best few hundred rows: a
-# cut at 200 rows lost such an entity from a 10-hit search, so every search keeps
-# 500, and `limit` 50 with its best facts needs no more.
-CANDIDATES = 500
+# With a type filter, every ranked row is kept (`SearchSettings.candidates` otherwise).
 TYPED_CANDIDATES = 1_000_000  # every ranked row (a few thousand at most)
 
 # Each reads the rows of the rowids in `:rowids` that the read sees, in the order
@@ -162,13 +158,14 @@ def _matches(
 ) -> _Matches:
     """Every entity with a matching name, type, fact or relation, scored; at least
     `limit` of them when there are. With `typed` (a type filter comes after), every
-    ranked row is read, not the best `CANDIDATES`: the type may leave out most."""
+    ranked row is read, not the best `tx.search.candidates`: the type may leave out
+    most."""
     matches = _Matches()
     terms = query_terms(query)
     if not terms:
         return matches
     params = scope.params(owner, as_of=at.as_of, known_at=at.known_at)
-    wanted = TYPED_CANDIDATES if typed else CANDIDATES
+    wanted = TYPED_CANDIDATES if typed else tx.search.candidates
 
     def best(kind: str, sql: str, key: str | None = None) -> list[tuple[float, sqlite3.Row]]:
         def enough(rows: list[tuple[float, sqlite3.Row]]) -> bool:
@@ -280,7 +277,7 @@ NEWEST_RELATIONS = f"""
 
 
 @functools.cache
-def _newest_sql(part: str, count: int) -> str:
+def newest_sql(part: str, count: int) -> str:
     """`part` for `count` entities, in one statement: an index range each."""
     return " UNION ALL ".join(f"SELECT * FROM ({part.format(i=i)})" for i in range(count))
 
@@ -292,7 +289,7 @@ def _newest(
     found: dict[int, list[sqlite3.Row]] = {entity_id: [] for entity_id in entity_ids}
     if entity_ids:
         keys = {f"e{i}": entity_id for i, entity_id in enumerate(entity_ids)}
-        for row in tx.all(_newest_sql(part, len(entity_ids)), {**params, **keys, "n": n}):
+        for row in tx.all(newest_sql(part, len(entity_ids)), {**params, **keys, "n": n}):
             found[entity_ids[row["part"]]].append(row)
     return found
 
@@ -362,7 +359,7 @@ def search_nodes(tx: Tx, scope: ScopeKey, args: SearchNodesArgs) -> SearchNodesR
 
     ids = json_list(item.id for item in items)
     fact_counts, relation_counts = (
-        {entity_id: count for entity_id, count in tx.tuples(sql, {**params, "entities": ids})}
+        {entity_id: n for entity_id, n in tx.tuples(sql, {**params, "entities": ids})}
         for sql in COUNTS[history]
     )
     shown_facts = [seq for item in items for _, seq in item.facts[:per_hit]]
@@ -417,11 +414,9 @@ def _rounded(score: float) -> float:
 
 # Recall ranks turns by BM25, then adds to each turn a share of the scores of the best
 # other matching turns of its session: a conversation that keeps coming back to the
-# words asked about is more likely the one meant. (Measured on LongMemEval-S dev:
-# see bench/longmemeval.py and the README.)
+# words asked about is more likely the one meant (chosen with bench/longmemeval.py).
 SESSION_SHARE = 0.25
 SESSION_TURNS = 3
-RECALL_CANDIDATES = 200
 
 RECALL_ROWS = """
     SELECT t.seq AS rowid, t.session_id
@@ -455,9 +450,8 @@ def recall(tx: Tx, scope: ScopeKey, args: RecallArgs) -> RecallResult:
     if owner is None or not terms:
         return RecallResult(turns=[])
     params = scope.params(owner, session_id=args.session_id, after=args.after, before=args.before)
-    candidates = best_rows(
-        tx, INDEXES["turn"], terms, owner, RECALL_ROWS, params, RECALL_CANDIDATES
-    )
+    wanted = tx.search.recall_candidates
+    candidates = best_rows(tx, INDEXES["turn"], terms, owner, RECALL_ROWS, params, wanted)
     if not candidates:
         return RecallResult(turns=[])
     scores = session_scores([(r["rowid"], r["session_id"], score) for score, r in candidates])

@@ -35,6 +35,7 @@ from .schema import (
     column_tokens,
     owner_range,
 )
+from .search_settings import DEFAULT_SEARCH, SearchSettings
 from .timestamps import Clock
 
 __all__ = ["Caps", "Store", "Tx", "json_list"]
@@ -49,7 +50,7 @@ DEFAULT_MAX_FACTS = 10_000_000
 DEFAULT_MAX_TURNS = 10_000_000
 FACT_KINDS = ("observation", "relation")
 CACHE_KIB = 32 * 1024
-# During a bulk import, checkpoint the WAL every ~40 MB instead of SQLite's ~4 MB:
+# During a bulk import, checkpoint the WAL every 10,000 pages instead of SQLite's 1,000:
 # each batch rewrites the same hot pages, and each checkpoint copies them back.
 BULK_CHECKPOINT_PAGES = 10_000
 SQLITE_BUSY, SQLITE_LOCKED, SQLITE_CORRUPT, SQLITE_NOTADB = 5, 6, 11, 26
@@ -115,12 +116,18 @@ class Tx:
     """The statements of one transaction, and the transaction time it writes with."""
 
     def __init__(
-        self, conn: sqlite3.Connection, now: int, owner: int | None, caps: Caps = Caps()
+        self,
+        conn: sqlite3.Connection,
+        now: int,
+        owner: int | None,
+        caps: Caps = Caps(),
+        search: SearchSettings = DEFAULT_SEARCH,
     ) -> None:
         self._conn = conn
         self.now = now
         self.owner = owner  # the (app, user) row, None until that user's first write
         self._caps = caps
+        self.search = search  # how many rows a search ranks and reads
         self._unindexed: dict[str, list[int]] = {}  # kind -> rowids added, not yet indexed
         self._unraised: dict[str, list[int]] = {}  # kind -> rowids whose entities' changed_at
         # is not yet raised (see `schema.CHANGED_NEW`)
@@ -178,7 +185,7 @@ class Tx:
         self, kind: str, sql: str, rows: Sequence[tuple[Any, ...]], *, raise_changed: bool = True
     ) -> Sequence[int]:
         """INSERT many rows of one kind with one `executemany`, as `add` would one by one
-        (a bulk import: ~3 us a row less); `sql` takes the rowid first, then a row's
+        (a bulk import); `sql` takes the rowid first, then a row's
         values. Returns the rowids of the rows inserted, in order; an ON CONFLICT clause
         may have skipped others. With `raise_changed=False` the caller raises their
         entities' changed_at itself (`raise_changed_at`)."""
@@ -289,16 +296,28 @@ def when_not_busy(step: Callable[..., T], *args: Any, within: float = BUSY_TIMEO
 
 class Store:
     def __init__(
-        self, conn: aiosqlite.Connection, clock: Clock, path: str, caps: Caps = Caps()
+        self,
+        conn: aiosqlite.Connection,
+        clock: Clock,
+        path: str,
+        caps: Caps = Caps(),
+        search: SearchSettings = DEFAULT_SEARCH,
     ) -> None:
         self._conn = conn
         self._clock = clock
         self.path = path
         self.caps = caps
+        self.search = search
         self._file: FileIdentity | None = None  # None: in memory
 
     @classmethod
-    async def open(cls, path: str, clock: Clock, caps: Caps = Caps()) -> Store:
+    async def open(
+        cls,
+        path: str,
+        clock: Clock,
+        caps: Caps = Caps(),
+        search: SearchSettings = DEFAULT_SEARCH,
+    ) -> Store:
         """Open (creating if needed) and migrate the database at `path`.
 
         Raises:
@@ -314,7 +333,7 @@ class Store:
                 f"cannot open database {path!r}: {exc}"
             ) from exc
         conn.row_factory = sqlite3.Row
-        store = cls(conn, clock, path, caps)
+        store = cls(conn, clock, path, caps, search)
         try:
             await store._in_thread(_prepare, path)
             if on_disk:
@@ -339,6 +358,15 @@ class Store:
         with suppress(sqlite3.Error, DatabaseFileError):  # a full disk: close anyway
             await self._in_thread(_checkpoint)
         await self._conn.close()
+
+    async def on_connection(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn(connection)` on the database thread, between two operations: for what
+        no operation does (a test making the file refuse writes with a pragma).
+
+        Raises:
+            DatabaseFileError: the file or the disk refused (read-only, full, ...).
+        """
+        return await self._in_thread(fn)
 
     async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn(connection, *args)` on aiosqlite's database thread.
@@ -384,8 +412,7 @@ class Store:
 
         FTS5 writes each transaction's new entries as a segment and merges segments
         as they pile up, so a large import leaves a dozen or more of them, and every
-        search looks each word up in each: at a million facts, one segment made
-        searches ~15% cheaper."""
+        search looks each word up in each (docs/benchmarks.md)."""
         await self._in_thread(_merge_index, FTS_INDEXES[kind])
 
     async def write(self, app: str, user: str, operation: Callable[[Tx], T]) -> T:
@@ -433,7 +460,7 @@ class Store:
                     f"chronomem while this process used it (it understands {LATEST_VERSION});"
                     " nothing was changed: restart it with the newer version"
                 )
-            tx = Tx(conn, now, owner, self.caps)
+            tx = Tx(conn, now, owner, self.caps, self.search)
             result = operation(tx)
             tx.finish()
             if write and self._file is not None:
@@ -570,7 +597,7 @@ def _check_whole_pages(conn: sqlite3.Connection, path: str) -> None:
         )
 
 
-MERGE_PAGES = 1000  # pages of merge work per transaction: at most ~0.5 s each
+MERGE_PAGES = 1000  # pages of merge work per transaction: short, so writers get in between
 
 
 def _merge_index(conn: sqlite3.Connection, table: str) -> None:

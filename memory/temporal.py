@@ -54,9 +54,8 @@ def _time_fields(row: sqlite3.Row, at: Moment) -> dict[str, object]:
     }
 
 
-# Views are built with `model_validate` from a dict: pydantic-core checks a view in
-# about 3 us, a third of what `model_construct` (Python code) takes, and a search
-# builds a hundred of them.
+# Views are built with `model_validate` from a dict: pydantic-core (C code) checks one
+# for less than `model_construct` (Python code) costs, and a search builds a hundred.
 def observation_view(
     row: sqlite3.Row, at: Moment, model: type[Observation] = Observation
 ) -> Observation:

@@ -12,7 +12,7 @@ from memory import GraphMemory, MemoryScope
 
 from .auth import Grant, grant_of
 
-__all__ = ["AppState", "NotAuthorized", "RequestScope", "arguments_given", "scope_of"]
+__all__ = ["AppState", "NotAuthorized", "RequestScope", "scope_for", "scope_of"]
 
 
 @dataclass(frozen=True)
@@ -50,13 +50,6 @@ def current_request() -> ServerRequestContext[Any, Any]:
     return ctx
 
 
-def arguments_given() -> dict[str, Any]:
-    """The raw arguments of the current tools/call, as the client sent them."""
-    params = current_request().params or {}
-    given = params.get("arguments")
-    return given if isinstance(given, dict) else {}
-
-
 def grant_for(ctx: ServerRequestContext[Any, Any]) -> Grant:
     """The token's grant over HTTP with auth, else the scope the server started with."""
     state: AppState = ctx.lifespan_context
@@ -71,7 +64,12 @@ def grant_for(ctx: ServerRequestContext[Any, Any]) -> Grant:
 def scope_of(*, write: bool = False) -> MemoryScope:
     """The memory the current request may touch; raises `NotAuthorized` for a write
     with a read-only token."""
-    ctx = current_request()
+    return scope_for(current_request(), write=write)
+
+
+def scope_for(ctx: ServerRequestContext[Any, Any], *, write: bool = False) -> MemoryScope:
+    """The memory the request `ctx` may touch; raises `NotAuthorized` for a write
+    with a read-only token."""
     grant = grant_for(ctx)
     if write and grant.read_only:
         raise NotAuthorized(

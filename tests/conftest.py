@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from memory import GraphMemory, MemoryScope
+from memory.search_settings import DEFAULT_SEARCH, SearchSettings
 from memory.timestamps import parse_time
 
 T0 = "2026-06-01T00:00:00Z"
@@ -48,8 +49,16 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def mem(db_path: Path, clock: FakeClock) -> AsyncIterator[GraphMemory]:
-    async with GraphMemory.open(db_path, clock=clock) as memory:
+def search_settings() -> SearchSettings:
+    """The search bounds `mem` opens with; a test parametrizes it to shrink them."""
+    return DEFAULT_SEARCH
+
+
+@pytest.fixture
+async def mem(
+    db_path: Path, clock: FakeClock, search_settings: SearchSettings
+) -> AsyncIterator[GraphMemory]:
+    async with GraphMemory.open(db_path, clock=clock, search=search_settings) as memory:
         yield memory
 
 

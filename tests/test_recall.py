@@ -4,6 +4,7 @@ import pytest
 
 from memory import GraphMemory, MemoryScope
 from memory.search import session_scores
+from memory.search_settings import SearchSettings
 
 pytestmark = pytest.mark.anyio
 
@@ -112,10 +113,8 @@ def test_a_session_that_keeps_returning_to_the_subject_ranks_higher() -> None:
     assert sorted(scores, key=lambda seq: -scores[seq])[0] == 2
 
 
-async def test_recall_ranks_the_rare_words_of_a_large_memory(
-    alice: MemoryScope, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr("memory.ranking.RANKED_ROWS", 3)
+@pytest.mark.parametrize("search_settings", [SearchSettings(ranked_rows=3)])
+async def test_recall_ranks_the_rare_words_of_a_large_memory(alice: MemoryScope) -> None:
     turns = [{"role": "user", "text": f"coffee talk number {i}"} for i in range(6)]
     turns.append({"role": "user", "text": "coffee in Lisbon was great"})
     ids = (await alice.record_turns(session_id="s", turns=turns)).ids

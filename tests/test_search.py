@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory import GraphMemory, InvalidInputError, MemoryScope
 from memory.search import query_terms
+from memory.search_settings import SearchSettings
 
 from .conftest import FakeClock
 
@@ -200,8 +203,11 @@ async def test_query_limits(alice: MemoryScope, query: str, message: str) -> Non
         await alice.recall(query=query)
 
 
-# Bounded ranking (issue 6): with RANKED_ROWS lowered to 3, "tea" (in 6 facts) is a
-# common word and "matcha", "green" and "oolong" (in fewer) are rare ones.
+# Bounded ranking: with `ranked_rows` 3, "tea" (in 6 facts) is a common word and
+# "matcha", "green" and "oolong" (in fewer) are rare ones.
+THREE_ROWS = SearchSettings(ranked_rows=3, newest_window=2)
+
+
 async def _teas(alice: MemoryScope) -> None:
     await alice.remember(entity="Matcha", facts=["tea powder, matcha"])
     await alice.remember(entity="Sencha", facts=["green tea leaves"])
@@ -211,41 +217,43 @@ async def _teas(alice: MemoryScope) -> None:
     await alice.remember(entity="Earl Grey", facts=["black tea with bergamot"])
 
 
-@pytest.fixture
-def three_rows(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("memory.ranking.RANKED_ROWS", 3)
-    monkeypatch.setattr("memory.ranking.NEWEST_WINDOW", 2)
-
-
-@pytest.mark.usefixtures("three_rows")
+@pytest.mark.parametrize("search_settings", [THREE_ROWS])
 async def test_a_common_word_gives_way_to_the_rare_ones(alice: MemoryScope) -> None:
     await _teas(alice)
     assert _names(await alice.search_nodes(query="matcha tea")) == ["Matcha"]
     # Two rare words fit in the budget together (1 + 2 rows); "tea" does not.
-    assert set(_names(await alice.search_nodes(query="tea oolong green"))) == {
-        "Oolong", "Sencha", "Gyokuro"
-    }  # fmt: skip
+    found = _names(await alice.search_nodes(query="tea oolong green"))
+    assert set(found) == {"Oolong", "Sencha", "Gyokuro"}
 
 
-@pytest.mark.usefixtures("three_rows")
-async def test_only_common_words_rank_rows_with_all_of_them_and_the_newest(
-    alice: MemoryScope, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_the_default_bounds_rank_the_common_word_too(alice: MemoryScope) -> None:
+    """The counterpart of the test above: it is the small bound that leaves "tea" out."""
     await _teas(alice)
-    await alice.remember(entity="Genmaicha", facts=["tea with rice"])
-    await alice.remember(entity="Hojicha", facts=["roasted tea with rice"])
-    await alice.remember(entity="Kukicha", facts=["twig tea with rice"])
-    await alice.remember(entity="Rice", facts=["a grain"])
-    monkeypatch.setattr("memory.ranking.RANKED_ROWS", 2)
-    # "tea" (9 facts) and "rice" (3 facts and a name) are both common now: the facts
-    # with both words all come back (the newest EVERY_WORD_WINDOW of them), the oldest
-    # too, not only the newest window of 2 of each word.
-    names = _names(await alice.search_nodes(query="rice tea"))
-    assert {"Genmaicha", "Hojicha", "Kukicha"} <= set(names)
-    # One common word alone: the newest rows that have it (a window of 2), grown while
-    # they hold fewer entities than asked for (found in review: 4 hits of 25).
-    assert _names(await alice.search_nodes(query="tea", limit=2)) == ["Kukicha", "Hojicha"]
-    assert len(_names(await alice.search_nodes(query="tea"))) == 9
+    assert len(_names(await alice.search_nodes(query="tea oolong green"))) == 6
+
+
+async def test_only_common_words_rank_rows_with_all_of_them_and_the_newest(
+    db_path: Path, clock: FakeClock
+) -> None:
+    async with GraphMemory.open(db_path, clock=clock, search=THREE_ROWS) as mem:
+        alice = mem.scope(app="coach", user="alice")
+        await _teas(alice)
+        await alice.remember(entity="Genmaicha", facts=["tea with rice"])
+        await alice.remember(entity="Hojicha", facts=["roasted tea with rice"])
+        await alice.remember(entity="Kukicha", facts=["twig tea with rice"])
+        await alice.remember(entity="Rice", facts=["a grain"])
+    two_rows = SearchSettings(ranked_rows=2, newest_window=2)
+    async with GraphMemory.open(db_path, clock=clock, search=two_rows) as mem:
+        alice = mem.scope(app="coach", user="alice")
+        # "tea" (9 facts) and "rice" (3 facts and a name) are both common now: the
+        # facts with both words all come back (the newest `every_word_window` of them),
+        # the oldest too, not only the newest window of 2 of each word.
+        names = _names(await alice.search_nodes(query="rice tea"))
+        assert {"Genmaicha", "Hojicha", "Kukicha"} <= set(names)
+        # One common word alone: the newest rows that have it (a window of 2), grown
+        # while they hold fewer entities than asked for.
+        assert _names(await alice.search_nodes(query="tea", limit=2)) == ["Kukicha", "Hojicha"]
+        assert len(_names(await alice.search_nodes(query="tea"))) == 9
 
 
 async def test_small_memories_rank_every_word(alice: MemoryScope) -> None:
@@ -254,13 +262,11 @@ async def test_small_memories_rank_every_word(alice: MemoryScope) -> None:
     assert names[0] == "Matcha" and len(names) == 6
 
 
-async def test_the_window_grows_past_rows_the_filters_drop(
-    mem: GraphMemory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+# The first windows hold 2 rows.
+@pytest.mark.parametrize("search_settings", [SearchSettings(candidates=2, recall_candidates=2)])
+async def test_the_window_grows_past_rows_the_filters_drop(mem: GraphMemory) -> None:
     """Another user's rows, closed rows or a session filter can fill the first windows
     of ranked matches; the match that passes the filters is still found."""
-    monkeypatch.setattr("memory.search.CANDIDATES", 2)  # the first windows hold 2 rows
-    monkeypatch.setattr("memory.search.RECALL_CANDIDATES", 2)
     alice, bob = mem.scope(app="a", user="alice"), mem.scope(app="a", user="bob")
     await alice.remember(entity="Alice", facts=["drinks tea"])
     await alice.record_turns(session_id="s2", turns=[{"role": "user", "text": "tea time"}])
@@ -287,7 +293,7 @@ async def test_search_honours_limit_and_entity_type_past_many_matches(alice: Mem
     assert _names(hits) == ["Bob"]
 
 
-@pytest.mark.usefixtures("three_rows")
+@pytest.mark.parametrize("search_settings", [THREE_ROWS])
 async def test_common_words_of_other_users_and_times_hide_no_match(
     mem: GraphMemory, alice: MemoryScope
 ) -> None:
@@ -336,13 +342,12 @@ async def test_another_users_rows_do_not_hide_a_match(mem: GraphMemory) -> None:
     assert _names(await u.search_nodes(query="apple", limit=50))[0] == "X"
 
 
-async def test_rows_are_read_until_enough_pass_the_filters(
-    mem: GraphMemory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A bounded query reads its best rows in chunks (issue 6): when the first chunk
-    has too few of this user's rows, more are read, and no more than the best
-    `CANDIDATES` that pass are kept, as when every row was read at once."""
-    monkeypatch.setattr("memory.search.CANDIDATES", 3)  # the first chunk holds 3 rows
+# The first chunk holds 3 rows.
+@pytest.mark.parametrize("search_settings", [SearchSettings(candidates=3)])
+async def test_rows_are_read_until_enough_pass_the_filters(mem: GraphMemory) -> None:
+    """A bounded query reads its best rows in chunks: when the first chunk has too few
+    of this user's rows, more are read, and no more than the best `candidates` that
+    pass are kept, as when every row was read at once."""
     alice, bob = mem.scope(app="a", user="alice"), mem.scope(app="a", user="bob")
     # Shorter facts rank higher; the ranks alternate between bob's rows and alice's.
     for k in range(12):
@@ -354,10 +359,8 @@ async def test_rows_are_read_until_enough_pass_the_filters(
     assert _names(await alice.search_nodes(query="tea")) == ["E1", "E5", "E7"]
 
 
-async def test_equal_rows_at_the_cut_go_to_the_newest(
-    alice: MemoryScope, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr("memory.search.CANDIDATES", 2)
+@pytest.mark.parametrize("search_settings", [SearchSettings(candidates=2)])
+async def test_equal_rows_at_the_cut_go_to_the_newest(alice: MemoryScope) -> None:
     for name in ("First", "Second", "Third"):
         await alice.remember(entity=name, facts=["green tea"])
     assert _names(await alice.search_nodes(query="tea")) == ["Third", "Second"]
@@ -374,14 +377,14 @@ async def test_facts_of_every_length_rank_shortest_first(alice: MemoryScope) -> 
     assert scores == sorted(scores, reverse=True) and len(set(scores)) == 4
 
 
-@pytest.mark.usefixtures("three_rows")
+@pytest.mark.parametrize("search_settings", [THREE_ROWS])
 async def test_filters_that_drop_the_rare_words_rows_do_not_hide_the_common_ones(
     mem: GraphMemory, alice: MemoryScope, clock: FakeClock
 ) -> None:
     """Found in review: the rows of a query's rarest word were ranked alone, so when the
     filters (another project, a closed fact, another session) dropped them all, the
     visible matches of its other words were not found."""
-    await _teas(alice)  # "tea" in 6 facts: common with RANKED_ROWS 3
+    await _teas(alice)  # "tea" in 6 facts: common with `ranked_rows` 3
     await mem.scope(app="coach", user="alice", project="p").remember(
         entity="Z", facts=["zebra tea"]
     )
@@ -398,11 +401,9 @@ async def test_filters_that_drop_the_rare_words_rows_do_not_hide_the_common_ones
     assert len(found.turns) == 5
 
 
-async def test_a_type_filter_looks_past_the_best_candidates(
-    alice: MemoryScope, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.parametrize("search_settings", [SearchSettings(candidates=3)])
+async def test_a_type_filter_looks_past_the_best_candidates(alice: MemoryScope) -> None:
     """Found in review: the type filter came after the cut to the best candidates."""
-    monkeypatch.setattr("memory.search.CANDIDATES", 3)
     await alice.remember(entity="Coffee lover", entity_type="person", facts=["drinks a lot"])
     for i in range(6):  # newer, so the best at equal scores
         await alice.remember(entity=f"Coffee {i}", entity_type="place", facts=["a café"])

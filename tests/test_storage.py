@@ -18,9 +18,9 @@ from memory.profile import (
     RECENT_IN_PROJECT,
     SESSION_TAIL,
 )
-from memory.queries import SELECT_VISIBLE_ENTITIES, _observations_sql, _relations_sql
-from memory.ranking import INDEXES, STATS, _all_words_sql, _count_sql, _scored_sql
-from memory.ranking import _newest_sql as _newest_rows_sql
+from memory.queries import SELECT_VISIBLE_ENTITIES, observations_sql, relations_sql
+from memory.ranking import INDEXES, STATS, all_words_sql, count_sql, scored_sql
+from memory.ranking import newest_sql as newest_rows_sql
 from memory.reads import COUNT_VISIBLE, SELECT_PAGE
 from memory.schema import (
     ADD_FTS_STATS,
@@ -45,7 +45,7 @@ from memory.search import (
     RECALL_ROWS,
     RELATION_ROWS,
     RELATIONS_BY_SEQ,
-    _newest_sql,
+    newest_sql,
 )
 from memory.store import LAST_ROWID, ROWIDS_BETWEEN
 from memory.writes import SELECT_OPEN_FACTS, SELECT_OPEN_TRIPLE, SELECT_RELATION_SLOT, SELECT_SLOT
@@ -176,10 +176,10 @@ HOT_STATEMENTS = {
         for kind, index in INDEXES.items()
         for scoped in (False, True)
         for step, sql in (
-            ("count", _count_sql(index, 2, scoped)),
-            ("scored rows", _scored_sql(index, (0, len(index.columns) - 1), scoped)),
-            ("newest rows", _newest_rows_sql(index, 2, scoped)),
-            ("rows with every word", _all_words_sql(index, scoped)),
+            ("count", count_sql(index, 2, scoped)),
+            ("scored rows", scored_sql(index, (0, len(index.columns) - 1), scoped)),
+            ("newest rows", newest_rows_sql(index, 2, scoped)),
+            ("rows with every word", all_words_sql(index, scoped)),
             ("statistics added", ADD_FTS_STATS[kind]),
         )
     },
@@ -193,8 +193,8 @@ HOT_STATEMENTS = {
     **{f"hit fact counts, history {h}": sql for h, (sql, _) in COUNTS.items()},
     **{f"hit relation counts, history {h}": sql for h, (_, sql) in COUNTS.items()},
     **{f"relations to named entities, history {h}": sql for h, sql in LINKED.items()},
-    "newest facts of hits": _newest_sql(NEWEST_FACTS, 2),
-    "newest relations of hits": _newest_sql(NEWEST_RELATIONS, 2),
+    "newest facts of hits": newest_sql(NEWEST_FACTS, 2),
+    "newest relations of hits": newest_sql(NEWEST_RELATIONS, 2),
     "hit facts": FACTS_BY_SEQ,
     "hit relations": RELATIONS_BY_SEQ,
     "recall candidates": RECALL_ROWS,
@@ -214,10 +214,10 @@ HOT_STATEMENTS = {
     "visible or deleted entities by name": SELECT_VISIBLE_ENTITIES[True],
     "graph page": SELECT_PAGE,
     "graph count": COUNT_VISIBLE,
-    "facts of entities": _observations_sql(False),
-    "facts of entities with history": _observations_sql(True),
-    "relations from entities": _relations_sql(False, touching=False),
-    "relations touching entities": _relations_sql(True, touching=True),
+    "facts of entities": observations_sql(False),
+    "facts of entities with history": observations_sql(True),
+    "relations from entities": relations_sql(False, touching=False),
+    "relations touching entities": relations_sql(True, touching=True),
     "open facts of an entity": SELECT_OPEN_FACTS,
     "attribute slot": SELECT_SLOT,
     "open triple": SELECT_OPEN_TRIPLE,

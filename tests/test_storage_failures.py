@@ -17,7 +17,7 @@ async def _pragma(mem: GraphMemory, statement: str) -> None:
     def run(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
-    await mem._store._in_thread(run)
+    await mem.on_connection(run)
 
 
 async def test_a_full_disk_is_named_with_its_cause_and_nothing_is_kept(db_path: Path) -> None:

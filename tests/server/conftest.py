@@ -18,6 +18,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from server import Settings, build_server
 
+from ..polling import eventually
+
 CHRONOMEM = str(Path(sys.executable).parent / "chronomem")
 
 
@@ -74,16 +76,16 @@ async def wait_for_port(
             return output()
         return process.stderr.read() if process.stderr else ""
 
-    with anyio.fail_after(20):
-        while True:
-            assert process.poll() is None, told()
-            try:
-                stream = await anyio.connect_tcp(host, port)
-            except OSError:
-                await anyio.sleep(0.05)
-            else:
-                await stream.aclose()
-                return
+    async def accepting() -> bool:
+        assert process.poll() is None, told()
+        try:
+            stream = await anyio.connect_tcp(host, port)
+        except OSError:
+            return False
+        await stream.aclose()
+        return True
+
+    await eventually(accepting, within=20)
 
 
 @asynccontextmanager

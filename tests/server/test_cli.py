@@ -3,7 +3,8 @@ from __future__ import annotations
 import click
 from click.testing import CliRunner
 
-from server.cli import client_config, main
+from server.cli import main
+from server.cli.serve import client_config
 from server.settings import Settings, default_db_path, resolve_db
 
 
@@ -76,3 +77,21 @@ def test_the_command_line_loads_without_the_mcp_sdk() -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_each_module_of_the_command_line_imports_alone() -> None:
+    """Modules that import each other fail when the wrong one is imported first: each
+    is imported first here, in a fresh interpreter."""
+    import pkgutil
+    import subprocess
+    import sys
+
+    import server.cli
+
+    names = [f"server.cli.{m.name}" for m in pkgutil.iter_modules(server.cli.__path__)]
+    assert {"server.cli.options", "server.cli.operations", "server.cli.admin"} <= set(names)
+    for name in ["server.cli", *(n for n in names if n != "server.cli.__main__")]:
+        done = subprocess.run(
+            [sys.executable, "-c", f"import {name}"], capture_output=True, text=True
+        )
+        assert done.returncode == 0, (name, done.stderr)

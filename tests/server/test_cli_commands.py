@@ -1,47 +1,33 @@
-"""The installed `chronomem` executable, run as a person would, for every subcommand."""
+"""Every subcommand, run as a person would type it: in this process with click's
+runner, and a round trip through the installed executable."""
 
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 
 from memory import GraphMemory
 
-from .conftest import CHRONOMEM
-
-
-class Cli:
-    def __init__(self, db: Path) -> None:
-        self.db = db
-        self.env = {**os.environ, "CHRONOMEM_DB": str(db), "CHRONOMEM_APP": "coach"}
-        for name in ("CHRONOMEM_USER", "CHRONOMEM_PROJECT"):
-            self.env.pop(name, None)
-
-    def __call__(
-        self, *args: str, code: int = 0, stdin: str = ""
-    ) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [CHRONOMEM, *args], capture_output=True, text=True, env=self.env, input=stdin,
-            timeout=60,
-        )  # fmt: skip
-        assert done.returncode == code, done.stdout + done.stderr
-        assert "Traceback" not in done.stderr
-        return done
-
-    def json(self, *args: str) -> Any:
-        return json.loads(self(*args, "--json").stdout)
+from ..conftest import dump
+from .command_line import Cli, Executable
 
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Cli:
     return Cli(tmp_path / "memory.db")
+
+
+def test_the_installed_executable_helps_and_keeps_what_it_is_told(tmp_path: Path) -> None:
+    chronomem = Executable(tmp_path / "memory.db")
+    assert "remember" in chronomem("--help").stdout
+    assert "Usage: chronomem search [OPTIONS] QUERY" in chronomem("search", "--help").stdout
+    chronomem("remember", "Alice", "likes tea", "--type", "person")
+    assert chronomem.json("search", "tea")["hits"][0]["entity"]["name"] == "Alice"
+    assert "likes tea" in chronomem("search", "tea").stdout
 
 
 def test_every_operation_from_the_command_line(cli: Cli) -> None:
@@ -53,8 +39,16 @@ def test_every_operation_from_the_command_line(cli: Cli) -> None:
     assert [o["text"] for o in pro["superseded"]] == ["basic plan"]
     related = cli.json("relate", "Alice", "works at", "Acme", "--exclusive")
     assert related["relation"]["relation"] == "works_at"
-    turns = cli.json("record-turns", "s1", "--turn", "user", "my beagle ate my shoe",
-                     "--turn", "assistant", "oh no")  # fmt: skip
+    turns = cli.json(
+        "record-turns",
+        "s1",
+        "--turn",
+        "user",
+        "my beagle ate my shoe",
+        "--turn",
+        "assistant",
+        "oh no",
+    )
     assert turns["stored"] == 2
 
     hits = cli.json("search", "tea", "--limit", "3")["hits"]
@@ -85,8 +79,14 @@ def test_human_output_is_plain_text_when_piped(cli: Cli) -> None:
     fact = next(o["id"] for o in found if o["text"] == "old")
     cli("forget", fact)
     cli("relate", "Alice", "knows", "Bob")
-    for args in (["inspect", "--history"], ["history", "Alice"], ["stats"], ["search", "tea"],
-                 ["open", "Alice"], ["profile"]):  # fmt: skip
+    for args in (
+        ["inspect", "--history"],
+        ["history", "Alice"],
+        ["stats"],
+        ["search", "tea"],
+        ["open", "Alice"],
+        ["profile"],
+    ):
         out = cli(*args).stdout
         assert "\x1b[" not in out and "┃" not in out, args
     tree = cli("inspect", "--history").stdout
@@ -166,19 +166,24 @@ def test_export_import_export_gives_the_same_lines(cli: Cli, tmp_path: Path) -> 
 def test_import_of_the_reference_servers_memory_jsonl(cli: Cli, tmp_path: Path) -> None:
     reference = tmp_path / "memory.jsonl"
     lines = [
-        {"type": "entity", "name": "John_Smith", "entityType": "person",
-         "observations": ["Speaks fluent Spanish", "Graduated in 2019"]},
+        {
+            "type": "entity",
+            "name": "John_Smith",
+            "entityType": "person",
+            "observations": ["Speaks fluent Spanish", "Graduated in 2019"],
+        },
         {"type": "entity", "name": "Anthropic", "entityType": "organization", "observations": []},
         {"type": "relation", "from": "John_Smith", "to": "Anthropic", "relationType": "works_at"},
-    ]  # fmt: skip
+    ]
     reference.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     summary = cli.json("import", str(reference))
     assert (summary["entities"], summary["observations"], summary["relations"]) == (2, 2, 1)
     graph = cli.json("open", "John_Smith")
     assert graph["entities"][0]["entity_type"] == "person"
     assert {o["text"] for o in graph["entities"][0]["observations"]} == {
-        "Speaks fluent Spanish", "Graduated in 2019",
-    }  # fmt: skip
+        "Speaks fluent Spanish",
+        "Graduated in 2019",
+    }
     assert graph["relations"][0]["target"] == "Anthropic"
     assert cli.json("import", str(reference))["skipped"] == 4  # 2 facts, 1 entity, 1 relation
 
@@ -189,12 +194,16 @@ def test_import_of_the_reference_servers_memory_jsonl(cli: Cli, tmp_path: Path) 
         ("{not json", "line 3: Expecting property name"),
         ('{"type": "entity", "name": "X"}', "line 3: an entity needs 'entityType'"),
         ('{"type": "planet"}', "line 3: not a record"),
-        ('{"type": "entity", "name": "", "entityType": "p", "observations": ["a"]}',
-         "line 3: entity: must not be empty"),
-        ('{"type": "relation", "from": "A", "to": "B", "relationType": "!!"}',
-         "line 3: relation: '!!' has no letters or digits"),
+        (
+            '{"type": "entity", "name": "", "entityType": "p", "observations": ["a"]}',
+            "line 3: entity: must not be empty",
+        ),
+        (
+            '{"type": "relation", "from": "A", "to": "B", "relationType": "!!"}',
+            "line 3: relation: '!!' has no letters or digits",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_malformed_line_is_named_and_nothing_is_kept(
     cli: Cli, tmp_path: Path, line: str, message: str
 ) -> None:
@@ -266,3 +275,50 @@ def test_purge_of_a_project_and_of_a_session(cli: Cli) -> None:
     assert b"dropped-conversation-murmur" not in _raw(cli.db)
     assert cli.json("recall", "kept")["turns"][0]["text"] == "kept conversation"
     assert "say what to erase" in cli("purge", "--yes", code=2).stderr
+
+
+def test_writes_obey_the_storage_caps_and_a_refused_one_changes_nothing(
+    cli: Cli, tmp_path: Path
+) -> None:
+    cli("remember", "Alice", "likes tea", "runs 5k", "--max-facts", "3")
+    before = dump(cli.db)
+    refused = cli("remember", "Alice", "swims", "sings", "--max-facts", "3", code=2)
+    assert refused.stderr.startswith("chronomem: memory full: this user already stores 2 facts")
+    assert "(max_facts)" in refused.stderr and refused.stderr.count("\n") == 1
+    cli.env["CHRONOMEM_MAX_FACTS"] = "2"  # the same variable as serve's
+    cli("relate", "Alice", "knows", "Bob", code=2)
+    cli("remember", "Alice", "swims", code=2)
+    assert dump(cli.db) == before
+    cli("forget", "--entity", "Alice", "--max-facts", "2")  # closing adds nothing
+    cli.env["CHRONOMEM_MAX_FACTS"] = None
+    cli("remember", "Alice", "swims")  # the default cap is far away
+
+    two = ["--turn", "user", "hi", "--turn", "assistant", "hello"]
+    full = cli("record-turns", "s1", *two, "--max-turns", "1", code=2)
+    assert "(max_turns)" in full.stderr
+    cli.env["CHRONOMEM_MAX_TURNS"] = "1"
+    cli("record-turns", "s1", *two, code=2)
+    assert cli.json("stats")["turns"] == 0
+
+    source = tmp_path / "memory.jsonl"
+    line = {"type": "entity", "name": "Bob", "entityType": "person", "observations": ["a", "b"]}
+    source.write_text(json.dumps(line) + "\n")
+    before = dump(cli.db)
+    assert "(max_facts)" in cli("import", str(source), "--max-facts", "4", code=2).stderr
+    assert dump(cli.db) == before
+    assert cli.json("import", str(source), "--max-facts", "5")["observations"] == 2
+
+
+def test_each_flag_means_one_thing_the_fact_cap_is_not_the_profile_card_s(cli: Cli) -> None:
+    cli("remember", "Alice", "likes tea", "runs 5k", "swims", "--type", "person")
+    card = cli.json("profile", "--max-facts-per-entity", "1")["text"]
+    assert sum(fact in card for fact in ("likes tea", "runs 5k", "swims")) == 1
+    assert (
+        sum(fact in cli.json("profile")["text"] for fact in ("likes tea", "runs 5k", "swims")) == 3
+    )
+    refused = cli("profile", "--max-facts", "1", code=2)
+    assert "No such option '--max-facts'" in refused.stderr
+    for command in ("remember", "relate", "forget", "record-turns", "import", "serve"):
+        shown = cli(command, "--help").stdout
+        assert "--max-facts " in shown and "--max-turns " in shown, command
+        assert "Most facts and relations one user may store." in shown, command

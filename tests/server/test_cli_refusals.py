@@ -11,11 +11,11 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
-import anyio
 import pytest
 
+from ..polling import eventually
+from .command_line import Cli, Executable
 from .conftest import CHRONOMEM
-from .test_cli_commands import Cli
 
 
 @pytest.fixture
@@ -104,24 +104,34 @@ def _entities_in(db: Path) -> int:
 
 @pytest.mark.anyio
 async def test_ctrl_c_stops_an_import_between_batches_and_running_it_again_resumes(
-    cli: Cli, tmp_path: Path
+    tmp_path: Path,
 ) -> None:
+    cli = Executable(tmp_path / "memory.db")  # a real process, to be sent a real SIGINT
     lines = 45_000  # three batches
     source = tmp_path / "memory.jsonl"
     with source.open("w") as out:
         for i in range(lines):
-            entity = {"type": "entity", "name": f"E{i}", "entityType": "thing",
-                      "observations": [f"fact number {i}"]}  # fmt: skip
+            entity = {
+                "type": "entity",
+                "name": f"E{i}",
+                "entityType": "thing",
+                "observations": [f"fact number {i}"],
+            }
             out.write(json.dumps(entity) + "\n")
     importing = subprocess.Popen(
-        [CHRONOMEM, "import", str(source)], env=cli.env, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [CHRONOMEM, "import", str(source)],
+        env=cli.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+    async def first_batch_committed() -> int:
+        assert importing.poll() is None
+        return _entities_in(cli.db)
+
     try:
-        with anyio.fail_after(120):  # a guard against a hang, not a measure of speed
-            while not _entities_in(cli.db):  # until the first batch has committed
-                assert importing.poll() is None
-                await anyio.sleep(0.05)
+        await eventually(first_batch_committed, within=120)
         importing.send_signal(signal.SIGINT)
         _, stderr = importing.communicate(timeout=120)
     finally:

@@ -11,6 +11,7 @@ import httpx2
 import pytest
 from anyio.abc import SocketStream
 
+from ..polling import eventually
 from .conftest import initialize, make_token, serving
 
 pytestmark = pytest.mark.anyio
@@ -81,10 +82,12 @@ async def test_connections_past_the_cap_are_refused_with_503(tmp_path: Path) -> 
         for sock in held:
             await sock.aclose()
         async with httpx2.AsyncClient(timeout=30) as http:  # room again once they close
-            with anyio.fail_after(20):
-                while True:
-                    try:
-                        await initialize(http, served.url("/mcp"))
-                        break
-                    except (AssertionError, httpx2.HTTPError):
-                        await anyio.sleep(0.1)
+
+            async def admitted() -> bool:
+                try:
+                    await initialize(http, served.url("/mcp"))
+                except (AssertionError, httpx2.HTTPError):
+                    return False
+                return True
+
+            await eventually(admitted, within=20, every=0.1)

@@ -32,16 +32,17 @@ from hypothesis import strategies as st
 from mcp import Client
 
 from memory import GraphMemory, MemoryScope
+from memory.operations import OPERATIONS
 from server import Settings, build_server
-from server.tools import TOOLS
 
 from ..conftest import dump
 
 ARGUMENTS: dict[str, list[str]] = {
-    fn.__name__: list(model.model_json_schema()["properties"]) for fn, model, _ in TOOLS
+    name: list(op.arguments.model_json_schema()["properties"]) for name, op in OPERATIONS.items()
 }
 REQUIRED: dict[str, list[str]] = {
-    fn.__name__: list(model.model_json_schema().get("required", [])) for fn, model, _ in TOOLS
+    name: list(op.arguments.model_json_schema().get("required", []))
+    for name, op in OPERATIONS.items()
 }
 READS = {"search_nodes", "open_nodes", "read_graph", "profile_card", "history", "recall"}
 # A message names the field and the rule and never echoes a huge input; one message

@@ -273,7 +273,7 @@ async def test_a_write_the_file_refuses_is_a_tool_error_naming_the_file_and_caus
         def read_only(conn: sqlite3.Connection) -> None:
             conn.execute("PRAGMA query_only = ON")  # as SQLite treats a read-only file
 
-        await memory._store._in_thread(read_only)
+        await memory.on_connection(read_only)
         async with Client(build_server(settings, memory)) as client:
             refused = await client.call_tool("remember", {"entity": "Alice", "facts": ["x"]})
     assert refused.is_error

@@ -10,6 +10,7 @@ import anyio
 import httpx2
 import pytest
 
+from ..polling import eventually
 from .conftest import INITIALIZE, PING, bearer, initialize, make_token, serving, sse_endpoint
 
 pytestmark = pytest.mark.anyio
@@ -128,9 +129,11 @@ async def test_an_idle_streamable_http_session_is_closed_and_frees_its_place(
         url = served.url("/mcp")
         idle = await initialize(http, url)
         assert_over_the_cap(await http.post(url, json=INITIALIZE, headers=bearer(None)))
-        with anyio.fail_after(30):  # refusals do not touch the idle session
-            while (await http.post(url, json=INITIALIZE, headers=bearer(None))).status_code == 429:
-                await anyio.sleep(0.1)
+
+        async def admitted() -> bool:  # refusals do not touch the idle session
+            return (await http.post(url, json=INITIALIZE, headers=bearer(None))).status_code != 429
+
+        await eventually(admitted, within=30, every=0.1)
         gone = await http.post(url, json=PING, headers=bearer(None, **{"mcp-session-id": idle}))
         assert gone.status_code == 404
 

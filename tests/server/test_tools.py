@@ -5,16 +5,17 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any
 
 import jsonschema
 import pytest
 from mcp import Client
 
 from memory import GraphMemory, models
+from memory.operations import OPERATIONS
 from server import Settings, build_server
 from server.text import render
-from server.tools import TOOLS, build_tools
+from server.tools import build_tools
 
 pytestmark = pytest.mark.anyio
 
@@ -22,7 +23,6 @@ pytestmark = pytest.mark.anyio
 TOOLS_LIST_BYTES = 19_000
 READS = {"search_nodes", "open_nodes", "read_graph", "profile_card", "history", "recall"}
 WRITES = {"remember", "relate", "forget", "record_turns"}
-TOOL_FUNCTIONS = {fn.__name__: fn for fn, _, _ in TOOLS}
 
 
 async def call(client: Client, name: str, **arguments: Any) -> dict[str, Any]:
@@ -30,7 +30,7 @@ async def call(client: Client, name: str, **arguments: Any) -> dict[str, Any]:
     assert not result.is_error, result.content
     assert result.structured_content is not None
     # The text block renders the very result the structured content holds.
-    model = get_type_hints(TOOL_FUNCTIONS[name])["return"]
+    model = OPERATIONS[name].result
     (block,) = result.content
     assert block.text == render(model.model_validate(result.structured_content))
     return result.structured_content
@@ -65,9 +65,9 @@ def limits(schema: dict[str, Any], path: str = "", defs: Any = None) -> set[tupl
 async def test_the_ten_tools_with_schemas_and_annotations(client: Client) -> None:
     listed = {tool.name: tool for tool in (await client.list_tools()).tools}
     assert set(listed) == READS | WRITES
-    for fn, arguments, _ in TOOLS:
-        tool = listed[fn.__name__]
-        engine_schema = arguments.model_json_schema()
+    for name, operation in OPERATIONS.items():
+        tool = listed[name]
+        engine_schema = operation.arguments.model_json_schema()
         assert set(tool.input_schema["properties"]) == set(engine_schema["properties"])
         assert tool.input_schema.get("required") == engine_schema.get("required")
         assert limits(tool.input_schema) == limits(engine_schema), tool.name

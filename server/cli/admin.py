@@ -1,4 +1,4 @@
-"""`chronomem inspect`, `stats`, `export`, `import` and `purge`."""
+"""`chronomem inspect`, `stats`, `export`, `optimize`, `import` and `purge`."""
 
 from __future__ import annotations
 
@@ -17,16 +17,27 @@ from rich.tree import Tree
 
 from memory import MemoryScope
 
-from .cli import main, scope_options
-from .commands import emit, json_option, require_database, run, run_on_file, time_options
-from .settings import resolve_db
+from ..settings import resolve_db
+from .options import (
+    Caps,
+    cap_options,
+    emit,
+    json_option,
+    require_database,
+    run,
+    run_on_file,
+    scope_options,
+    time_options,
+)
 
 
-@main.command()
+@click.command()
 @time_options
 @scope_options
 @json_option
-def inspect(as_of, known_at, history, as_json, **scope):  # type: ignore[no-untyped-def]
+def inspect(
+    as_of: str | None, known_at: str | None, history: bool, as_json: bool, **scope: Any
+) -> None:
     """The graph as a tree: entities, their facts with validity, relations as arrows.
 
     Example: chronomem inspect --history
@@ -41,14 +52,22 @@ def inspect(as_of, known_at, history, as_json, **scope):  # type: ignore[no-unty
 
     graph = run(scope, whole_graph)
     if as_json:
-        click.echo(json.dumps({
-            "entities": [e.model_dump(mode="json") for e in graph["entities"]],
-            "relations": [r.model_dump(mode="json") for r in graph["relations"]],
-        }, ensure_ascii=False, indent=2))  # fmt: skip
+        click.echo(
+            json.dumps(
+                {
+                    "entities": [e.model_dump(mode="json") for e in graph["entities"]],
+                    "relations": [r.model_dump(mode="json") for r in graph["relations"]],
+                },
+                ensure_ascii=False,
+                indent=2,
+            )
+        )
         return
     styled = sys.stdout.isatty()
-    tree = Tree(f"memory of {scope['user']} in {scope['app']}"
-                + (f", project {scope['project']}" if scope["project"] else ""))  # fmt: skip
+    tree = Tree(
+        f"memory of {scope['user']} in {scope['app']}"
+        + (f", project {scope['project']}" if scope["project"] else "")
+    )
     for entity in graph["entities"]:
         branch = tree.add(f"{entity.name} ({entity.entity_type})")
         for o in entity.observations:
@@ -67,15 +86,18 @@ def inspect(as_of, known_at, history, as_json, **scope):  # type: ignore[no-unty
                     branch.add(f"[strike]{label}[/strike]" if styled else f"(closed) {label}")
     if not graph["entities"]:
         tree.add("(empty)")
-    console = Console() if styled else Console(file=sys.stdout, no_color=True, width=200,
-                                               markup=False, highlight=False)  # fmt: skip
+    console = (
+        Console()
+        if styled
+        else Console(file=sys.stdout, no_color=True, width=200, markup=False, highlight=False)
+    )
     console.print(tree)
 
 
-@main.command()
+@click.command()
 @scope_options
 @json_option
-def stats(as_json, **scope):  # type: ignore[no-untyped-def]
+def stats(as_json: bool, **scope: Any) -> None:
     """Counts: entities, current and closed facts and relations, turns, sessions, size.
 
     Example: chronomem stats
@@ -93,12 +115,12 @@ def stats(as_json, **scope):  # type: ignore[no-untyped-def]
     emit(result, as_json, human)
 
 
-@main.command()
+@click.command()
 @click.option(
     "--out", type=click.Path(dir_okay=False, path_type=Path), help="Write here, not stdout."
 )
 @scope_options
-def export(out, **scope):  # type: ignore[no-untyped-def]
+def export(out: Path | None, **scope: Any) -> None:
     """Every entity, fact, relation and turn as JSON Lines, with all ids and times.
 
     Example: chronomem export --out backup.jsonl
@@ -117,9 +139,9 @@ def export(out, **scope):  # type: ignore[no-untyped-def]
         click.echo(f"exported {len(records):,} records to {out}", err=True)
 
 
-@main.command()
+@click.command()
 @scope_options
-def optimize(**scope):  # type: ignore[no-untyped-def]
+def optimize(**scope: Any) -> None:
     """Merge the search indexes of the whole file (every user's) into one segment each.
 
     Searches then cost what they cost in a freshly written file: worth running after a
@@ -130,11 +152,12 @@ def optimize(**scope):  # type: ignore[no-untyped-def]
     click.echo("search indexes merged", err=True)
 
 
-@main.command("import")
+@click.command("import")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @scope_options
+@cap_options
 @json_option
-def import_(file, as_json, **scope):  # type: ignore[no-untyped-def]
+def import_(file: Path, as_json: bool, max_facts: int, max_turns: int, **scope: Any) -> None:
     """Import a chronomem export or the reference memory server's memory.jsonl.
 
     Every line is checked first: a malformed line names its number and nothing is kept.
@@ -167,22 +190,28 @@ def import_(file, as_json, **scope):  # type: ignore[no-untyped-def]
 
     usual = signal.signal(signal.SIGINT, on_ctrl_c)
     try:
-        result = run(scope, load, creates=True)
+        result = run(scope, load, creates=True, caps=Caps(max_facts, max_turns))
     finally:
         signal.signal(signal.SIGINT, usual)
-    emit(result, as_json, lambda r: (
-        f"imported {r.lines:,} lines: {r.entities:,} entities, {r.observations:,} facts, "
-        f"{r.relations:,} relations, {r.turns:,} turns ({r.skipped:,} already present)"
-    ))  # fmt: skip
+    emit(
+        result,
+        as_json,
+        lambda r: (
+            f"imported {r.lines:,} lines: {r.entities:,} entities, {r.observations:,} facts, "
+            f"{r.relations:,} relations, {r.turns:,} turns ({r.skipped:,} already present)"
+        ),
+    )
 
 
-@main.command()
+@click.command()
 @click.option("--session", "session_id", help="Erase this conversation (of --user).")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @scope_options
 @json_option
 @click.pass_context
-def purge(ctx, session_id, yes, as_json, **scope):  # type: ignore[no-untyped-def]
+def purge(
+    ctx: click.Context, session_id: str | None, yes: bool, as_json: bool, **scope: Any
+) -> None:
     """Physically erase a user, a project or a session: no text of it stays in the file.
 
     --session S erases one conversation of --user; else --project P erases that
@@ -204,10 +233,18 @@ def purge(ctx, session_id, yes, as_json, **scope):  # type: ignore[no-untyped-de
         sys.exit(1)
     result = run(scope, lambda s: s.purge(what, session_id=session_id))
     if not any(result.model_dump().values()):
-        click.echo(f"chronomem: nothing to erase: {target} in app {scope['app']!r} holds "
-                   "nothing", err=True)  # fmt: skip
+        click.echo(
+            f"chronomem: nothing to erase: {target} in app {scope['app']!r} holds nothing", err=True
+        )
         sys.exit(2)
-    emit(result, as_json, lambda r: (
-        f"erased {target}: {r.entities:,} entities, {r.observations:,} facts, "
-        f"{r.relations:,} relations, {r.turns:,} turns, {r.closings:,} closings of global facts"
-    ))  # fmt: skip
+    emit(
+        result,
+        as_json,
+        lambda r: (
+            f"erased {target}: {r.entities:,} entities, {r.observations:,} facts, "
+            f"{r.relations:,} relations, {r.turns:,} turns, {r.closings:,} closings of global facts"
+        ),
+    )
+
+
+COMMANDS = (inspect, stats, export, optimize, import_, purge)

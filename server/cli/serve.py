@@ -1,7 +1,4 @@
-"""The `chronomem` command line: the group, shared options, `serve` and `token create`.
-
-The other subcommands live in `commands.py` and `admin_commands.py`.
-"""
+"""`chronomem serve` and `chronomem token create`."""
 
 from __future__ import annotations
 
@@ -23,17 +20,15 @@ import click
 
 from memory import DatabaseFileError
 
-from .auth import Grant, TokenFileError, create_token, read_tokens
-from .settings import (
+from ..auth import Grant, TokenFileError, create_token, read_tokens
+from ..settings import (
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_HOST,
     DEFAULT_KEEP_ALIVE_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_MAX_FACTS,
     DEFAULT_MAX_HEADER_BYTES,
     DEFAULT_MAX_REQUEST_BYTES,
     DEFAULT_MAX_SESSIONS,
-    DEFAULT_MAX_TURNS,
     DEFAULT_PORT,
     DEFAULT_SESSION_IDLE_TIMEOUT,
     HTTP_PATH,
@@ -43,59 +38,67 @@ from .settings import (
     is_loopback,
     resolve_db,
 )
+from .options import cap_options, scope_options
 
-__all__ = ["main"]
-
-
-def scope_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """--db, --app, --user, --project, with their environment variables and defaults."""
-    options = [
-        click.option("--db", envvar="CHRONOMEM_DB", help="Database file. [default: "
-                     "$XDG_DATA_HOME/chronomem/memory.db]"),
-        click.option("--app", envvar="CHRONOMEM_APP", default="default", show_default=True,
-                     help="The application whose memory to use."),
-        click.option("--user", envvar="CHRONOMEM_USER", default="default", show_default=True,
-                     help="The user whose memory to use."),
-        click.option("--project", envvar="CHRONOMEM_PROJECT", default=None,
-                     help="Work inside this project (global memory stays visible)."),
-    ]  # fmt: skip
-    for option in reversed(options):
-        command = option(command)
-    return command
+__all__ = ["client_config", "serve", "token"]
 
 
 def http_limit_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The sessions and connections the HTTP transports allow (docs/security.md)."""
     seconds = click.FloatRange(min=0, min_open=True)
     options = [
-        click.option("--max-sessions", envvar="CHRONOMEM_MAX_SESSIONS",
-                     type=click.IntRange(min=1), default=DEFAULT_MAX_SESSIONS, show_default=True,
-                     help="Most MCP sessions one token may hold open (without auth: in all)."),
-        click.option("--session-idle-timeout", envvar="CHRONOMEM_SESSION_IDLE_TIMEOUT",
-                     type=seconds, default=DEFAULT_SESSION_IDLE_TIMEOUT, show_default=True,
-                     help="Seconds a session may sit idle before it is closed."),
-        click.option("--max-connections", envvar="CHRONOMEM_MAX_CONNECTIONS",
-                     type=click.IntRange(min=1), default=DEFAULT_MAX_CONNECTIONS,
-                     show_default=True, help="Most HTTP connections open at once."),
-        click.option("--max-header-bytes", envvar="CHRONOMEM_MAX_HEADER_BYTES",
-                     type=click.IntRange(min=1024), default=DEFAULT_MAX_HEADER_BYTES,
-                     show_default=True, help="Largest request line and headers (431 past it)."),
-        click.option("--header-timeout", envvar="CHRONOMEM_HEADER_TIMEOUT", type=seconds,
-                     default=DEFAULT_HEADER_TIMEOUT, show_default=True,
-                     help="Seconds a client has to send a whole request head."),
-        click.option("--keep-alive-timeout", envvar="CHRONOMEM_KEEP_ALIVE_TIMEOUT",
-                     type=click.IntRange(min=1), default=DEFAULT_KEEP_ALIVE_TIMEOUT,
-                     show_default=True, help="Seconds a connection may idle between requests."),
-    ]  # fmt: skip
+        click.option(
+            "--max-sessions",
+            envvar="CHRONOMEM_MAX_SESSIONS",
+            type=click.IntRange(min=1),
+            default=DEFAULT_MAX_SESSIONS,
+            show_default=True,
+            help="Most MCP sessions one token may hold open (without auth: in all).",
+        ),
+        click.option(
+            "--session-idle-timeout",
+            envvar="CHRONOMEM_SESSION_IDLE_TIMEOUT",
+            type=seconds,
+            default=DEFAULT_SESSION_IDLE_TIMEOUT,
+            show_default=True,
+            help="Seconds a session may sit idle before it is closed.",
+        ),
+        click.option(
+            "--max-connections",
+            envvar="CHRONOMEM_MAX_CONNECTIONS",
+            type=click.IntRange(min=1),
+            default=DEFAULT_MAX_CONNECTIONS,
+            show_default=True,
+            help="Most HTTP connections open at once.",
+        ),
+        click.option(
+            "--max-header-bytes",
+            envvar="CHRONOMEM_MAX_HEADER_BYTES",
+            type=click.IntRange(min=1024),
+            default=DEFAULT_MAX_HEADER_BYTES,
+            show_default=True,
+            help="Largest request line and headers (431 past it).",
+        ),
+        click.option(
+            "--header-timeout",
+            envvar="CHRONOMEM_HEADER_TIMEOUT",
+            type=seconds,
+            default=DEFAULT_HEADER_TIMEOUT,
+            show_default=True,
+            help="Seconds a client has to send a whole request head.",
+        ),
+        click.option(
+            "--keep-alive-timeout",
+            envvar="CHRONOMEM_KEEP_ALIVE_TIMEOUT",
+            type=click.IntRange(min=1),
+            default=DEFAULT_KEEP_ALIVE_TIMEOUT,
+            show_default=True,
+            help="Seconds a connection may idle between requests.",
+        ),
+    ]
     for option in reversed(options):
         command = option(command)
     return command
-
-
-@click.group()
-@click.version_option(package_name="chronomem")
-def main() -> None:
-    """chronomem: a bi-temporal knowledge-graph memory for AI agents, in one SQLite file."""
 
 
 def client_config(transport: str, host: str, port: int, settings: Settings) -> dict[str, Any]:
@@ -112,31 +115,40 @@ def client_config(transport: str, host: str, port: int, settings: Settings) -> d
     else:
         shown = f"[{host}]" if ":" in host else host
         path = HTTP_PATH if transport == "http" else SSE_PATH
-        entry = {"type": "http" if transport == "http" else "sse",
-                 "url": f"http://{shown}:{port}{path}"}  # fmt: skip
+        entry = {
+            "type": "http" if transport == "http" else "sse",
+            "url": f"http://{shown}:{port}{path}",
+        }
         if settings.auth_tokens:
             entry["headers"] = {"Authorization": "Bearer <token from chronomem token create>"}
     return {"mcpServers": {"chronomem": entry}}
 
 
-@main.command()
+@click.command()
 @scope_options
 @click.option("--transport", type=click.Choice(TRANSPORTS), default="stdio", show_default=True)
 @click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to listen on.")
 @click.option("--port", type=int, default=DEFAULT_PORT, show_default=True)
-@click.option("--compat", is_flag=True,
-              help="Serve the reference memory server's nine tools instead (drop-in).")  # fmt: skip
-@click.option("--auth-tokens", envvar="CHRONOMEM_AUTH_TOKENS", type=click.Path(dir_okay=False),
-              help="Token file: each bearer token maps to its own scope.")  # fmt: skip
-@click.option("--max-facts", envvar="CHRONOMEM_MAX_FACTS", type=click.IntRange(min=1),
-              default=DEFAULT_MAX_FACTS, show_default=True,
-              help="Most facts and relations one user may store.")  # fmt: skip
-@click.option("--max-turns", envvar="CHRONOMEM_MAX_TURNS", type=click.IntRange(min=1),
-              default=DEFAULT_MAX_TURNS, show_default=True,
-              help="Most conversation turns one user may store.")  # fmt: skip
-@click.option("--max-request-bytes", envvar="CHRONOMEM_MAX_REQUEST_BYTES",
-              type=click.IntRange(min=1024), default=DEFAULT_MAX_REQUEST_BYTES,
-              show_default=True, help="Largest HTTP request body (sse, http).")  # fmt: skip
+@click.option(
+    "--compat",
+    is_flag=True,
+    help="Serve the reference memory server's nine tools instead (drop-in).",
+)
+@click.option(
+    "--auth-tokens",
+    envvar="CHRONOMEM_AUTH_TOKENS",
+    type=click.Path(dir_okay=False),
+    help="Token file: each bearer token maps to its own scope.",
+)
+@cap_options
+@click.option(
+    "--max-request-bytes",
+    envvar="CHRONOMEM_MAX_REQUEST_BYTES",
+    type=click.IntRange(min=1024),
+    default=DEFAULT_MAX_REQUEST_BYTES,
+    show_default=True,
+    help="Largest HTTP request body (sse, http).",
+)
 @http_limit_options
 def serve(
     db: str | None,
@@ -159,19 +171,25 @@ def serve(
     add_observations, ...) so its users can switch by changing one line of config.
     """
     # The SDK loads only for the commands that serve.
-    from .transports import backend_options
-    from .transports import serve as run
+    from ..transports import backend_options
+    from ..transports import serve as run
 
     if compat:
-        from .compat import build_compat_server as build_server
+        from ..compat import build_compat_server as build_server
     else:
-        from .app import build_server
+        from ..app import build_server
 
     settings = Settings(
-        resolve_db(db), app, user, project or None, auth_tokens,
-        max_facts=max_facts, max_turns=max_turns, max_request_bytes=max_request_bytes,
+        resolve_db(db),
+        app,
+        user,
+        project or None,
+        auth_tokens,
+        max_facts=max_facts,
+        max_turns=max_turns,
+        max_request_bytes=max_request_bytes,
         **limits,
-    )  # fmt: skip
+    )
     if transport == "stdio" and auth_tokens:
         raise click.UsageError("--auth-tokens applies to --transport sse or http, not stdio")
     if transport != "stdio" and not is_loopback(host) and not auth_tokens:
@@ -187,9 +205,7 @@ def serve(
     if transport != "stdio":
         refuse_a_taken_port(host, port)
     plain_logs_unless_terminal()
-    who = "per token" if auth_tokens else (
-        f"app={app!r} user={user!r} project={project!r}"
-    )  # fmt: skip
+    who = "per token" if auth_tokens else (f"app={app!r} user={user!r} project={project!r}")
     where = "stdio" if transport == "stdio" else f"{transport} on {host}:{port}"
     if compat:
         where += ", reference-compatible tools"
@@ -294,7 +310,7 @@ def refuse_bad_token_file(path: Path) -> None:
         sys.exit(2)
 
 
-@main.group()
+@click.group()
 def token() -> None:
     """Manage bearer tokens for the HTTP and SSE transports."""
 
@@ -309,7 +325,7 @@ def token() -> None:
 @click.option("--app", required=True, help="The application the token may use.")
 @click.option("--user", required=True, help="The user whose memory the token opens.")
 @click.option("--project", default=None, help="Confine the token to this project.")
-@click.option("--read-only", is_flag=True, help="The token may read but not write.")  # fmt: skip
+@click.option("--read-only", is_flag=True, help="The token may read but not write.")
 def token_create(
     auth_tokens: str, app: str, user: str, project: str | None, read_only: bool
 ) -> None:
@@ -323,10 +339,3 @@ def token_create(
     if Path(auth_tokens).exists():
         refuse_bad_token_file(Path(auth_tokens))
     click.echo(create_token(auth_tokens, Grant(app, user, project, read_only)))
-
-
-# The other subcommands register themselves on `main`.
-from . import admin_commands, commands  # noqa: E402, F401
-
-if __name__ == "__main__":  # pragma: no cover
-    main(prog_name="chronomem")

@@ -1,0 +1,216 @@
+"""What the subcommands share: the scope, storage-cap and output options, opening the
+database, and how an outcome becomes output and an exit status.
+
+Exit status: 0 on success, 2 on bad input (the engine's message on stderr), 1 on
+any other failure, 130 for an import stopped by Ctrl-C. Never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, NamedTuple, TypeVar
+
+import anyio
+import click
+from pydantic import BaseModel
+from rich.console import Console
+from rich.table import Table
+
+from memory import ChronomemError, GraphMemory, InvalidInputError, MemoryScope
+from memory.errors import ImportInterrupted
+
+from ..settings import DEFAULT_MAX_FACTS, DEFAULT_MAX_TURNS, resolve_db
+
+__all__ = [
+    "DEFAULT_CAPS",
+    "Caps",
+    "cap_options",
+    "emit",
+    "json_option",
+    "require_database",
+    "run",
+    "run_on_file",
+    "scope_options",
+    "time_options",
+]
+
+R = TypeVar("R")
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Names the shared options take among a command's parameters: an operation's
+# argument of one of these names would be shadowed (`operations` refuses it).
+SHARED_PARAMETERS = frozenset({"db", "app", "user", "project", "as_json", "max_facts", "max_turns"})
+
+
+class Caps(NamedTuple):
+    """The per-user storage caps a command opens the database with (GraphMemory.open)."""
+
+    max_facts: int = DEFAULT_MAX_FACTS
+    max_turns: int = DEFAULT_MAX_TURNS
+
+
+DEFAULT_CAPS = Caps()
+
+
+def _apply(command: F, options: list[Callable[[F], F]]) -> F:
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def scope_options(command: F) -> F:
+    """--db, --app, --user, --project, with their environment variables and defaults."""
+    return _apply(
+        command,
+        [
+            click.option(
+                "--db",
+                envvar="CHRONOMEM_DB",
+                help="Database file. [default: $XDG_DATA_HOME/chronomem/memory.db]",
+            ),
+            click.option(
+                "--app",
+                envvar="CHRONOMEM_APP",
+                default="default",
+                show_default=True,
+                help="The application whose memory to use.",
+            ),
+            click.option(
+                "--user",
+                envvar="CHRONOMEM_USER",
+                default="default",
+                show_default=True,
+                help="The user whose memory to use.",
+            ),
+            click.option(
+                "--project",
+                envvar="CHRONOMEM_PROJECT",
+                default=None,
+                help="Work inside this project (global memory stays visible).",
+            ),
+        ],
+    )
+
+
+def cap_options(command: F) -> F:
+    """--max-facts and --max-turns: the storage caps, as `serve` takes them, so a write
+    from the command line is held to the same limits as one from a client."""
+    return _apply(
+        command,
+        [
+            click.option(
+                "--max-facts",
+                envvar="CHRONOMEM_MAX_FACTS",
+                type=click.IntRange(min=1),
+                default=DEFAULT_MAX_FACTS,
+                show_default=True,
+                help="Most facts and relations one user may store.",
+            ),
+            click.option(
+                "--max-turns",
+                envvar="CHRONOMEM_MAX_TURNS",
+                type=click.IntRange(min=1),
+                default=DEFAULT_MAX_TURNS,
+                show_default=True,
+                help="Most conversation turns one user may store.",
+            ),
+        ],
+    )
+
+
+def json_option(command: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print the JSON result.")(command)
+
+
+def time_options(command: F) -> F:
+    """--as-of, --known-at and --history, for a command that is not an operation."""
+    return _apply(
+        command,
+        [
+            click.option("--as-of", help="What was true at this time."),
+            click.option("--known-at", help="As memory stood at this time."),
+            click.option(
+                "--history", is_flag=True, help="Include facts that are no longer current."
+            ),
+        ],
+    )
+
+
+def run(
+    scope: dict[str, Any],
+    operation: Callable[[MemoryScope], Awaitable[R]],
+    *,
+    creates: bool = False,
+    caps: Caps = DEFAULT_CAPS,
+) -> R:
+    """Open the database, run `operation` on the scope, map errors to exit codes.
+    Only a command that `creates` what it stores may start a new database file."""
+
+    def on_scope(memory: GraphMemory) -> Awaitable[R]:
+        handle = memory.scope(app=scope["app"], user=scope["user"], project=scope["project"])
+        return operation(handle)
+
+    return run_on_file(scope, on_scope, creates=creates, caps=caps)
+
+
+def run_on_file(
+    scope: dict[str, Any],
+    operation: Callable[[GraphMemory], Awaitable[R]],
+    *,
+    creates: bool = False,
+    caps: Caps = DEFAULT_CAPS,
+) -> R:
+    """Open the database, run `operation` on the whole file, map errors to exit codes."""
+    path = resolve_db(scope["db"])
+    if not creates:
+        require_database(path)
+
+    async def go() -> R:
+        async with GraphMemory.open(
+            path, max_facts=caps.max_facts, max_turns=caps.max_turns
+        ) as memory:
+            return await operation(memory)
+
+    try:
+        return anyio.run(go)
+    except ImportInterrupted as exc:  # Ctrl-C: the shell's status for SIGINT
+        click.echo(f"chronomem: {exc}", err=True)
+        sys.exit(130)
+    except InvalidInputError as exc:  # MemoryFullError too
+        click.echo(f"chronomem: {exc}", err=True)
+        sys.exit(2)
+    except ChronomemError as exc:
+        click.echo(f"chronomem: {exc}", err=True)
+        sys.exit(1)
+
+
+def require_database(path: str) -> None:
+    """A command that only reads (or changes what is there) never creates the file: a
+    typo in --db would otherwise answer from a new, empty memory as if it were yours."""
+    if path == ":memory:" or path.startswith("file:") or Path(path).expanduser().exists():
+        return
+    click.echo(
+        f"chronomem: no database at {path}; check --db or CHRONOMEM_DB (this command creates none)",
+        err=True,
+    )
+    sys.exit(2)
+
+
+def emit(result: Any, as_json: bool, human: Callable[[Any], Any]) -> None:
+    """The JSON result, or the human view: rich on a terminal, plain text when piped."""
+    if as_json:
+        data = result.model_dump(mode="json") if isinstance(result, BaseModel) else result
+        click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+        return
+    view = human(result)
+    if isinstance(view, str):
+        click.echo(view)
+    elif sys.stdout.isatty():
+        Console().print(view)
+    else:  # piped: plain columns, no colour, no box drawing
+        if isinstance(view, Table):
+            view.box = None
+        Console(file=sys.stdout, no_color=True, width=200, highlight=False).print(view)
