@@ -144,8 +144,11 @@ class OpenNodesArgs(_ReadAt):
     names: list[Name] = Field(min_length=1, max_length=IDS_PER_CALL)
 
 
+GRAPH_PAGE_MAX = 500  # read_graph's largest page
+
+
 class ReadGraphArgs(_ReadAt):
-    limit: int = Field(50, ge=1, le=500, strict=True, description="Entities per page.")
+    limit: int = Field(50, ge=1, le=GRAPH_PAGE_MAX, strict=True, description="Entities per page.")
     cursor: Cursor | None = Field(None, description="The previous page's next_cursor.")
 
 

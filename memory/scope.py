@@ -22,11 +22,12 @@ from collections.abc import (
 from datetime import datetime
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from . import admin, import_check, operations, profile, transfer, writes
 from .errors import ImportInterrupted, InvalidInputError, MemoryFullError
 from .models import (
+    GRAPH_PAGE_MAX,
     CreateEntityArgs,
     DeleteEntitiesArgs,
     DeleteEntitiesResult,
@@ -50,6 +51,10 @@ class _TopicArgs(BaseModel):
 
 class _SessionArgs(BaseModel):
     session_id: SessionId
+
+
+class _PageArgs(BaseModel):
+    page_size: int = Field(ge=1, le=GRAPH_PAGE_MAX, strict=True)
 
 
 # A large import leaves the full-text index of what it added in many segments (one
@@ -274,11 +279,12 @@ class MemoryScope:
         as_of: str | datetime | None = None,
         known_at: str | datetime | None = None,
         include_history: bool = False,
-        page_size: int = 500,
+        page_size: int = GRAPH_PAGE_MAX,
     ) -> AsyncIterator[ReadGraphResult]:
         """Every page of `read_graph`, in its order; each relation comes once, on the
         page of its source. Each page is its own read: without `known_at`, a page
         read later also sees what was written in between."""
+        parse_arguments(_PageArgs, page_size=page_size)
         cursor = None
         while True:
             page = await self.read_graph(

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from memory import GraphMemory, InvalidInputError, MemoryScope
+from memory import Entity, GraphMemory, InvalidInputError, MemoryScope
 from memory.schema import LATEST_VERSION
 from memory.transfer import export_lines
 
@@ -90,7 +92,7 @@ async def test_delete_entities_refuses_bad_arguments_and_changes_nothing(
     await world.remember("Alice", ["likes tea"])
     before = dump(db_path)
     with pytest.raises(InvalidInputError, match=f"^{re.escape(field)}: "):
-        await world.delete_entities(**arguments)  # type: ignore[arg-type]
+        await world.delete_entities(**arguments)  # type: ignore[arg-type]  # bad on purpose
     assert dump(db_path) == before
 
 
@@ -253,7 +255,7 @@ async def test_a_read_at_an_earlier_moment_shows_the_type_as_it_stood(
     await world.remember("Alice", ["works at Acme"], entity_type="engineer")
     then = {"known_at": T1}
 
-    def types(entities: list) -> list[str]:  # type: ignore[type-arg]
+    def types(entities: Sequence[Entity]) -> list[str]:
         return [e.entity_type for e in entities]
 
     assert types((await world.open_nodes(["Alice"])).entities) == ["engineer"]
@@ -445,3 +447,17 @@ async def test_the_profile_card_as_of_an_earlier_time_shows_the_type_then(
     await world.remember("Alice", ["works at Acme"], entity_type="engineer")
     assert "(engineer)" in (await world.profile_card()).text
     assert "(student)" in (await world.profile_card(as_of=T1)).text
+
+
+async def test_iterate_graph_gives_every_page_in_order(world: MemoryScope) -> None:
+    for n in range(7):
+        await world.relate(f"E{n}", "knows", f"E{(n + 1) % 7}")
+    pages = [page async for page in world.iterate_graph(page_size=3)]
+    assert [len(page.entities) for page in pages] == [3, 3, 1]
+    whole = await world.read_graph(limit=500)
+    assert [e for page in pages for e in page.entities] == whole.entities
+    assert [r for page in pages for r in page.relations] == whole.relations
+    bad_sizes: list[Any] = [0, 501, "3"]
+    for bad in bad_sizes:
+        with pytest.raises(InvalidInputError, match="^page_size: "):
+            _ = [page async for page in world.iterate_graph(page_size=bad)]
