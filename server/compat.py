@@ -60,7 +60,6 @@ __all__ = ["build_compat_server", "build_compat_tools"]
 
 T = TypeVar("T")
 
-GRAPH_PAGE = 500  # read_graph's largest page
 SEARCH_LIMIT = 50  # search_nodes' largest limit
 # Reasons recorded on what the deletes close.
 DELETED_ENTITY = "deleted with delete_entities"
@@ -224,7 +223,7 @@ async def _open(scope: MemoryScope, names: Sequence[str]) -> tuple[list[Entity],
 async def _read_graph(scope: MemoryScope) -> dict[str, Any]:
     entities: list[Entity] = []
     relations: list[Relation] = []
-    async for page in scope.iterate_graph(page_size=GRAPH_PAGE):
+    async for page in scope.iterate_graph():
         entities += page.entities
         relations += page.relations  # each under its source's page: once in all
     return _graph_json(entities, relations)
