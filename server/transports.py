@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import sys
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from importlib.util import find_spec
 from typing import Any
@@ -114,9 +115,15 @@ def uvicorn_config(app: ASGIApp, host: str, port: int, settings: Settings) -> uv
 
 
 async def serve(
-    server: MCPServer, settings: Settings, transport: str, host: str, port: int
+    server: MCPServer,
+    settings: Settings,
+    transport: str,
+    host: str,
+    port: int,
+    stdio: Callable[[MCPServer], Awaitable[None]] | None = None,
 ) -> None:
-    """Serve until stopped, under `anyio.run` with `backend_options(transport)`.
+    """Serve until stopped, under `anyio.run` with `backend_options(transport)`;
+    `stdio` serves the stdio transport (`serve_stdio` unless given).
 
     Everything loaded so far (the SDK, pydantic's models: ~85,000 objects) lives as
     long as the process, so it is frozen out of the garbage collector's reach: a full
@@ -124,7 +131,7 @@ async def serve(
     99th percentile (bench/load.py, 16 clients: p99 ~140 -> ~100 ms)."""
     gc.freeze()
     if transport == "stdio":
-        await serve_stdio(server)
+        await (stdio or serve_stdio)(server)
         return
     app = http_app(server, settings, transport, host)
     await uvicorn.Server(uvicorn_config(app, host, port, settings)).serve()
