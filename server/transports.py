@@ -11,13 +11,11 @@ from typing import Any
 
 import uvicorn
 from mcp.server import MCPServer
-from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
 
 from .auth import BearerAuth, TokenFile
 from .connections import CompleteBodies, ConnectionLimits, guarded_protocol
-from .pipes import claimed_pipes
 from .sessions import HttpSessionLimits, SessionLimit, SseSessionLimits
 from .settings import HTTP_PATH, MESSAGES_PATH, SSE_PATH, Settings, is_loopback
 
@@ -114,16 +112,28 @@ def uvicorn_config(app: ASGIApp, host: str, port: int, settings: Settings) -> uv
     )
 
 
+async def serve_stdio(server: MCPServer) -> None:
+    """The SDK's own stdio transport (`run_stdio_async`): the SDK has no public way to
+    run an `MCPServer` on streams of our own, and a private one can break unnoticed."""
+    try:
+        await server.run_stdio_async()
+    except* (BrokenPipeError, ConnectionResetError):
+        # The client stopped reading (it exited or closed its end): nobody is left
+        # to answer, which is the end of a stdio session, not a crash to report.
+        with suppress(OSError):  # stderr may have gone with the client
+            print("chronomem: the client closed the connection", file=sys.stderr)
+
+
 async def serve(
     server: MCPServer,
     settings: Settings,
     transport: str,
     host: str,
     port: int,
-    stdio: Callable[[MCPServer], Awaitable[None]] | None = None,
+    stdio: Callable[[MCPServer], Awaitable[None]] = serve_stdio,
 ) -> None:
     """Serve until stopped, under `anyio.run` with `backend_options(transport)`;
-    `stdio` serves the stdio transport (`serve_stdio` unless given).
+    `stdio` serves the stdio transport.
 
     Everything loaded so far (the SDK, pydantic's models: ~85,000 objects) lives as
     long as the process, so it is frozen out of the garbage collector's reach: a full
@@ -131,31 +141,7 @@ async def serve(
     99th percentile (bench/load.py, 16 clients: p99 ~140 -> ~100 ms)."""
     gc.freeze()
     if transport == "stdio":
-        await (stdio or serve_stdio)(server)
+        await stdio(server)
         return
     app = http_app(server, settings, transport, host)
     await uvicorn.Server(uvicorn_config(app, host, port, settings)).serve()
-
-
-async def serve_stdio(server: MCPServer) -> None:
-    """`server.run_stdio_async()`, with the SDK's `stdio_server` given asyncio pipes
-    over stdin and stdout (`server.pipes`: no thread hop per line) where they can be
-    watched. The SDK starts its low-level server this way itself; it has no public
-    name for it, so without one (another SDK version) its own path serves."""
-    lowlevel = getattr(server, "_lowlevel_server", None)
-    try:
-        if lowlevel is None:
-            await server.run_stdio_async()
-            return
-        async with claimed_pipes() as pipes:
-            if pipes is None:  # the descriptors are the SDK's again, untouched
-                await server.run_stdio_async()
-                return
-            async with stdio_server(*pipes) as (read_stream, write_stream):  # type: ignore[arg-type]
-                options = lowlevel.create_initialization_options()
-                await lowlevel.run(read_stream, write_stream, options)
-    except* (BrokenPipeError, ConnectionResetError):
-        # The client stopped reading (it exited or closed its end): nobody is left
-        # to answer, which is the end of a stdio session, not a crash to report.
-        with suppress(OSError):  # stderr may have gone with the client
-            print("chronomem: the client closed the connection", file=sys.stderr)
