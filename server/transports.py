@@ -52,8 +52,8 @@ def http_app(server: MCPServer, settings: Settings, transport: str, host: str) -
     is read past the limit; one cut off by its client is dropped quietly.
 
     Streamable HTTP answers each POST with plain JSON (`json_response`), not an SSE
-    stream per call: no tool sends progress or logs mid-call, and under 16 clients
-    on 2 cores it served 1.5x the calls (bench/load.py: 194 -> 299 calls/s)."""
+    stream per call: no tool sends progress or logs mid-call, and a stream per call
+    cost throughput (docs/benchmarks.md)."""
     limit = settings.max_request_bytes
     security = rebinding_protection(host)
     if transport == "sse":
@@ -86,9 +86,8 @@ def http_app(server: MCPServer, settings: Settings, transport: str, host: str) -
 
 def backend_options(transport: str) -> dict[str, Any]:
     """anyio's options for `anyio.run` of `serve`: uvloop's event loop for SSE and
-    HTTP where it is installed (a dependency except on Windows). The server spends
-    most of its CPU in the SDK's HTTP stack, and uvloop with httptools cut its
-    instructions per call by a tenth (16 clients of bench/load.py)."""
+    HTTP where it is installed (a dependency except on Windows): the server spends
+    most of its CPU in the SDK's HTTP stack, which runs faster on it."""
     use_uvloop = transport != "stdio" and find_spec("uvloop") is not None
     return {"use_uvloop": True} if use_uvloop else {}
 
@@ -135,10 +134,9 @@ async def serve(
     """Serve until stopped, under `anyio.run` with `backend_options(transport)`;
     `stdio` serves the stdio transport.
 
-    Everything loaded so far (the SDK, pydantic's models: ~85,000 objects) lives as
-    long as the process, so it is frozen out of the garbage collector's reach: a full
-    collection walked it all, a pause of tens of ms now and then that showed in the
-    99th percentile (bench/load.py, 16 clients: p99 ~140 -> ~100 ms)."""
+    Everything loaded so far (the SDK, pydantic's models) lives as long as the
+    process, so it is frozen out of the garbage collector's reach: a full collection
+    walked it all, a pause now and then that showed in the 99th percentile."""
     gc.freeze()
     if transport == "stdio":
         await stdio(server)
