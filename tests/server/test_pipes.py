@@ -15,8 +15,9 @@ import textwrap
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
 
@@ -216,11 +217,27 @@ def test_serve_over_sockets(tmp_path: Path, ends: str) -> None:
         reply.close()
 
 
-class Pipes(NamedTuple):
+@dataclass(slots=True)
+class Pipes:
+    """The ends of the server's stdin and stdout pipes the test holds."""
+
     stdin_read: int
     stdin_write: int
     stdout_read: int
     stdout_write: int
+    stdin_closed: bool = False
+
+    def close_stdin(self) -> None:
+        """End the server's input, as a client closing its end does."""
+        os.close(self.stdin_write)
+        self.stdin_closed = True
+
+    def close(self) -> None:
+        os.close(self.stdin_read)
+        os.close(self.stdout_read)
+        os.close(self.stdout_write)
+        if not self.stdin_closed:
+            os.close(self.stdin_write)
 
 
 @contextmanager
@@ -245,9 +262,7 @@ def _served_on_pipes(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], 
         if process.poll() is None:
             process.kill()
             process.wait()
-        for fd in pipes:
-            with suppress(OSError):  # stdin_write may be closed already
-                os.close(fd)
+        pipes.close()
 
 
 def test_sigterm_leaves_the_wire_blocking(tmp_path: Path) -> None:
@@ -257,7 +272,7 @@ def test_sigterm_leaves_the_wire_blocking(tmp_path: Path) -> None:
     with _served_on_pipes(tmp_path) as (process, pipes):
         assert os.get_blocking(pipes.stdin_read) and os.get_blocking(pipes.stdout_write)
         process.terminate()
-        os.close(pipes.stdin_write)
+        pipes.close_stdin()
         assert process.wait(timeout=DEADLINE) == -signal.SIGTERM
         assert os.get_blocking(pipes.stdin_read) and os.get_blocking(pipes.stdout_write)
 
