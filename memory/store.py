@@ -368,6 +368,11 @@ class Store:
         finally:
             await self._in_thread(_set_checkpoint, usual)
 
+    async def checkpoint_pages(self) -> int:
+        """The WAL auto-checkpoint threshold in force now (`bulk` raises it)."""
+        pages: int = await self._in_thread(_pragma, "wal_autocheckpoint")
+        return pages
+
     async def compact(self) -> None:
         """Rewrite the file without free pages and empty the WAL, so deleted text is
         gone from the disk too (after a purge)."""
