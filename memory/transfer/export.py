@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from functools import partial
 from typing import Any, NamedTuple
 
 from ..models import (
@@ -255,9 +256,8 @@ async def export_records(
     project = key.project or None
     position: ExportPosition | None = None
     while True:
-        records, position = await store.read(
-            key.app, key.user, lambda tx, at=position: export_page(tx, project, at, page_size)
-        )
+        page = partial(export_page, project=project, at=position, limit=page_size)
+        records, position = await store.read(key.app, key.user, page)
         for record in records:
             yield record
         if position is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 
 from ..errors import ImportInterrupted, InvalidInputError, MemoryFullError
 from ..models import ImportResult
@@ -79,7 +80,7 @@ async def _write_plan(
         start = start or first
         try:
             done = await store.write(
-                key.app, key.user, lambda tx, batch=batch: write_batch(tx, key, batch)
+                key.app, key.user, partial(write_batch, scope=key, steps=batch)
             )
         except InvalidInputError as exc:  # memory full, or an id of another memory
             # Each batch is its own transaction: say what earlier ones kept.

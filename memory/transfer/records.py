@@ -112,9 +112,7 @@ def _plain_history(record: dict[str, Any]) -> tuple[int, int | None, int, int | 
     return valid_from, valid_to, recorded_at, invalidated_at
 
 
-def _plain_observation(
-    record: dict[str, Any], project: str | None, line: int
-) -> ObservationStep | None:
+def _plain_observation(record: dict[str, Any], project: str | None, line: int) -> RawStep | None:
     identifier, entity, text = record.get("id"), record.get("entity"), record.get("text")
     attribute, reason = record.get("attribute"), record.get("reason")
     times = _plain_history(record)
@@ -132,7 +130,8 @@ def _plain_observation(
 
 def _plain_relation(record: dict[str, Any], project: str | None, line: int) -> RawStep | None:
     identifier, source, target = record.get("id"), record.get("source"), record.get("target")
-    relation, reason = record.get("relation"), record.get("reason")
+    relation: Any = record.get("relation")  # a str once plain_text says so
+    reason = record.get("reason")
     times = _plain_history(record)
     if (
         times is None

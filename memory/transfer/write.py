@@ -122,7 +122,8 @@ class Batch:
                 pending.entity_type = entity_type
             return
         entity_id = self.entity_ids[key]
-        if self.tx.one(SELECT_ENTITY_TYPE, (entity_id,))["entity_type"] == GENERAL:
+        stored = self.tx.one(SELECT_ENTITY_TYPE, (entity_id,))
+        if stored is not None and stored["entity_type"] == GENERAL:
             retype(self.tx, entity_id, entity_type)
 
     def entity_id(self, name: str, project: str | None, at: int) -> int:
