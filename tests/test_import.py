@@ -21,7 +21,7 @@ from memory.store import BULK_CHECKPOINT_PAGES, Store
 from memory.timestamps import format_time, system_clock
 from memory.transfer.check import ImportPlan, check_import
 from memory.transfer.records import decode, plain_step, record_steps
-from memory.transfer.steps import Step
+from memory.transfer.steps import RawStep, named_step
 from memory.validation import (
     FACT_MAX,
     LABEL_MAX,
@@ -104,7 +104,7 @@ def test_the_plan_spools_batches_and_reads_them_back_unchanged() -> None:
     lines = [_observation(i) for i in range(4)] + [json.dumps(line)]
     plan = check_import(lines, spool, batch_size=2)
     assert spool.tell() > 0  # two full batches already left memory
-    batches = list(plan.batches())
+    batches = [list(map(named_step, b)) for b in plan.batches()]
     assert [len(b) for b in batches] == [2, 2, 1]
     assert [step.line for b in batches for step in b] == [1, 2, 3, 4, 5]
     first = batches[0][0]
@@ -493,7 +493,7 @@ async def test_entities_are_numbered_in_the_order_lines_name_them(db_path: Path)
     assert names == ["Ann", "Cid", "Bob", "Bea", "Dan"]
 
 
-def _plan_steps(lines: Iterable[str], batch_size: int = 4) -> list[list[Step]]:
+def _plan_steps(lines: Iterable[str], batch_size: int = 4) -> list[list[RawStep]]:
     """The batches of `lines`, checked 3 lines at a time."""
     return list(check_import(lines, io.BytesIO(), batch_size, chunk_lines=3).batches())
 
@@ -502,7 +502,7 @@ def test_chunks_of_lines_plan_the_steps_in_batches() -> None:
     lines = [_observation(i) if i % 4 else "" for i in range(40)] + [_turn(1), _relation(1, "x")]
     batches = _plan_steps(lines)
     assert [len(batch) for batch in batches] == [4] * 8  # 32 steps, 10 blank lines
-    assert [step.line for batch in batches for step in batch] == [
+    assert [named_step(step).line for batch in batches for step in batch] == [
         n for n in range(1, 43) if n > 40 or (n - 1) % 4
     ]
 

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from ..errors import InvalidInputError
 from .records import decode, plain_step, record_steps
-from .steps import RawStep, Step, named_step
+from .steps import RawStep
 
 __all__ = [
     "BATCH_SIZE",
@@ -55,13 +55,13 @@ class ImportPlan:
         self._chunks += 1
         self.lines += lines
 
-    def batches(self) -> Iterator[list[Step]]:
+    def batches(self) -> Iterator[list[RawStep]]:
         """The steps, batch by batch, in line order."""
         self._file.seek(0)
-        steps: list[Step] = []
+        steps: list[RawStep] = []
         for _ in range(self._chunks):
             size = int.from_bytes(self._file.read(8), "little")
-            steps += map(named_step, marshal.loads(self._file.read(size)))
+            steps += marshal.loads(self._file.read(size))
             while len(steps) >= self.batch_size:
                 yield steps[: self.batch_size]
                 del steps[: self.batch_size]

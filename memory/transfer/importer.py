@@ -15,6 +15,7 @@ from ..models import ImportResult
 from ..queries import ScopeKey
 from ..store import Store
 from .check import BATCH_SIZE, CHUNK_LINES, ImportPlan, check_import
+from .steps import line_of
 from .write import COUNTED, INDEXED_KINDS, write_batch
 
 __all__ = ["MERGE_AFTER_ROWS", "ImportSettings", "import_lines"]
@@ -70,7 +71,7 @@ async def _write_plan(
     `progress` how many more lines were begun with each batch."""
     previous = start = 0  # the last and first line numbers of the batches written
     for batch in plan.batches():
-        first, last = batch[0].line, batch[-1].line
+        first, last = line_of(batch[0]), line_of(batch[-1])
         if stop is not None and stop():
             raise ImportInterrupted(
                 f"import interrupted: {_kept_before(first, previous, start or first)}"
@@ -80,7 +81,7 @@ async def _write_plan(
         start = start or first
         try:
             done = await store.write(
-                key.app, key.user, partial(write_batch, scope=key, steps=batch)
+                key.app, key.user, partial(write_batch, scope=key, raw_steps=batch)
             )
         except InvalidInputError as exc:  # memory full, or an id of another memory
             # Each batch is its own transaction: say what earlier ones kept.
@@ -90,7 +91,7 @@ async def _write_plan(
         for kind, count in done.items():
             counts[kind] = counts.get(kind, 0) + count
         if progress is not None:
-            progress(len({step.line for step in batch} - {previous}))
+            progress(len(set(map(line_of, batch)) - {previous}))
         previous = last
 
 

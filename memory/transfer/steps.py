@@ -23,6 +23,7 @@ __all__ = [
     "RememberStep",
     "Step",
     "TurnStep",
+    "line_of",
     "named_step",
 ]
 
@@ -148,11 +149,20 @@ STEP_TYPES: dict[str, type[Step]] = {
     "remember": RememberStep,
     "relate": RelateStep,
 }
-# A step as plain values, as spooled (`check.ImportPlan`): a step type's values in order.
+# A step as plain values, as spooled and read back (`check.ImportPlan`): a step type's
+# values in order. Batches are kept so, and named only as they are written: Python's
+# collector stops tracking a plain tuple of plain values, never a NamedTuple.
 RawStep = tuple[Any, ...]
-KIND_AT = 1  # where a raw step holds its kind: after its line number
+LINE_AT, KIND_AT = 0, 1  # where a raw step holds its line number and its kind
 
 
 def named_step(values: RawStep) -> Step:
-    """A step spooled as plain values (`check.ImportPlan`), named again."""
-    return STEP_TYPES[values[KIND_AT]]._make(values)
+    """A raw step as its step type."""
+    step: Step = tuple.__new__(STEP_TYPES[values[KIND_AT]], values)  # `_make`, less its check
+    return step
+
+
+def line_of(values: RawStep) -> int:
+    """The line number of a raw step."""
+    line: int = values[LINE_AT]
+    return line

@@ -9,7 +9,9 @@ file twice changes nothing.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import groupby
 from typing import Any, NamedTuple
@@ -28,12 +30,14 @@ from .steps import (
     EntityStep,
     ObservationStep,
     ProjectTypeStep,
+    RawStep,
     ReferenceEntityStep,
     RelateStep,
     RelationStep,
     RememberStep,
     Step,
     TurnStep,
+    named_step,
 )
 
 __all__ = ["COUNTED", "INDEXED_KINDS", "write_batch"]
@@ -145,9 +149,28 @@ def _named_entities(step: Step) -> tuple[str, ...]:
     return ()
 
 
-def write_batch(tx: Tx, scope: ScopeKey, steps: Sequence[Step]) -> dict[str, int]:
+def write_batch(tx: Tx, scope: ScopeKey, raw_steps: Sequence[RawStep]) -> dict[str, int]:
     """Run a batch of import steps in `tx`; counts by kind. The steps of chronomem's own
     format between two of the reference format's are written together (`_write_rows`)."""
+    with _collector_paused():
+        return _write_steps(tx, scope, list(map(named_step, raw_steps)))
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic collector paused while a batch is written: its steps and rows
+    are many objects it tracks (NamedTuples), none of them garbage, which would
+    otherwise set off full collections that look at every object of the process."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _write_steps(tx: Tx, scope: ScopeKey, steps: list[Step]) -> dict[str, int]:
     owner = ensure_owner(tx, scope)
     batch = Batch(tx, scope, owner)
     for own, run in groupby(steps, key=lambda step: type(step) in OWN_KINDS):
@@ -179,6 +202,7 @@ INSERT_OBSERVATION = """
 
 
 class ObservationRow(NamedTuple):
+    seq: int  # the rowid
     id: str
     owner: int
     project: str
@@ -200,9 +224,10 @@ class ObservationRow(NamedTuple):
         return (self.entity_id,)
 
 
-def _observation_row(batch: Batch, step: ObservationStep) -> ObservationRow:
+def _observation_row(batch: Batch, step: ObservationStep, seq: int) -> ObservationRow:
     attribute = step.attribute
     return ObservationRow(
+        seq,
         step.id,
         batch.owner,
         step.project or GLOBAL,
@@ -228,6 +253,7 @@ INSERT_RELATION = """
 
 
 class RelationRow(NamedTuple):
+    seq: int  # the rowid
     id: str
     owner: int
     project: str
@@ -247,11 +273,12 @@ class RelationRow(NamedTuple):
         return (self.source_id, self.target_id)
 
 
-def _relation_row(batch: Batch, step: RelationStep) -> RelationRow:
+def _relation_row(batch: Batch, step: RelationStep, seq: int) -> RelationRow:
     project, at = step.project, step.recorded_at
     source_id = batch.entity_id(step.source, project, at)  # source first, as written
     target_id = batch.entity_id(step.target, project, at)
     return RelationRow(
+        seq,
         step.id,
         batch.owner,
         project or GLOBAL,
@@ -274,6 +301,7 @@ INSERT_TURN = """
 
 
 class TurnRow(NamedTuple):
+    seq: int  # the rowid
     id: str
     owner: int
     project: str
@@ -295,15 +323,16 @@ Row = ObservationRow | RelationRow | TurnRow
 
 class RowKind(NamedTuple):
     """How a step of chronomem's own format becomes a row: its table, its INSERT, and
-    its values."""
+    its values, given its rowid."""
 
     table: str
     insert: str
-    row: Callable[[Batch, Any], Row]
+    row: Callable[[Batch, Any, int], Row]
 
 
-def _turn_row(batch: Batch, step: TurnStep) -> TurnRow:
+def _turn_row(batch: Batch, step: TurnStep, seq: int) -> TurnRow:
     return TurnRow(
+        seq,
         step.id,
         batch.owner,
         step.project or GLOBAL,
@@ -324,8 +353,10 @@ OWN_KINDS = {EntityStep, *ROW_KINDS}
 
 
 class KindRows(NamedTuple):
-    """The steps of one kind in a run, and their rows, in the same order."""
+    """The steps of one kind in a run, and their rows, in the same order, numbered
+    from `first` (`Tx.next_rowid`)."""
 
+    first: int
     steps: list[Any]
     rows: list[Any]
 
@@ -337,7 +368,8 @@ class Skipped(NamedTuple):
 
 
 def _write_rows(batch: Batch, steps: list[Step]) -> None:
-    """Write steps of chronomem's own format with one statement a kind (`Tx.add_rows`).
+    """Write steps of chronomem's own format with one statement a kind (`Tx.add_rows`),
+    each row numbered as it is built.
     The entities they name are looked up at once and the new ones numbered in step
     order, as `insert_entities` numbers them; rowids too are in order within each
     kind. A new entity is written with the changed_at its rows give it, so only the
@@ -353,11 +385,12 @@ def _write_rows(batch: Batch, steps: list[Step]) -> None:
                 batch.give_type(step.name, step.entity_type)
             batch.count("entities" if created else "skipped")
             continue
+        row_kind = ROW_KINDS[type(step)]
         kind = by_kind.get(type(step))
         if kind is None:
-            kind = by_kind[type(step)] = KindRows([], [])
+            kind = by_kind[type(step)] = KindRows(tx.next_rowid(row_kind.table), [], [])
         kind.steps.append(step)
-        kind.rows.append(ROW_KINDS[type(step)].row(batch, step))
+        kind.rows.append(row_kind.row(batch, step, kind.first + len(kind.rows)))
     new_entities, batch.new_entities = batch.new_entities, []
     batch.pending.clear()
     expected = _changed_at(kind.rows for kind in by_kind.values())
@@ -444,7 +477,9 @@ IDS_AT = {  # the ids of the rows of some rowids
 def _insert_rows(batch: Batch, kind: RowKind, rows: KindRows) -> tuple[list[Row], list[Skipped]]:
     """Insert the rows of one kind but those whose id is stored. Returns the rows
     inserted, and each row skipped."""
-    inserted = batch.tx.add_rows(kind.table, kind.insert, rows.rows, raise_changed=False)
+    inserted = batch.tx.add_numbered_rows(
+        kind.table, kind.insert, rows.rows, rows.first, raise_changed=False
+    )
     kept: list[Row] = rows.rows
     skipped = []
     if len(inserted) < len(rows.rows):  # some ids were stored (a repeated import): which?
