@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import TypeAdapter
 
 from memory import GraphMemory, InvalidInputError, MemoryScope
 from memory.schema import MIGRATIONS
 from memory.timestamps import format_time
-from memory.transfer import export_lines
+from memory.transfer import ExportRecord, export_lines
 
 from .conftest import FakeClock
 
@@ -205,6 +206,8 @@ async def test_an_export_read_in_pages_of_any_size_is_the_same(
     whole = await world.export()
     kinds = {record.type for record in whole}
     assert kinds == {"entity", "entity_type", "observation", "relation", "closing", "turn"}
+    records = TypeAdapter(ExportRecord)  # each line reads back as the model it was
+    assert [records.validate_json(line) for line in export_lines(whole)] == whole
     for size in (1, 2, 3, 7, len(whole), len(whole) + 1):
         assert [record async for record in world.export_records(page_size=size)] == whole
     paged = []
