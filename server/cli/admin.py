@@ -130,18 +130,24 @@ def export(out: Path | None, **scope: Any) -> None:
 
     Example: chronomem export --out backup.jsonl
     """
-    from memory.transfer import export_lines
+    from memory.transfer import export_line
 
-    records = run(scope, lambda s: s.export())
-    handle = out.open("w", encoding="utf-8") if out else sys.stdout
-    try:
-        for line in export_lines(records):
-            handle.write(line + "\n")
-    finally:
-        if out:
-            handle.close()
+    async def write_out(s: MemoryScope) -> int:
+        """Stream the records, a page at a time; the file is opened once the database is."""
+        count = 0
+        handle = out.open("w", encoding="utf-8") if out else sys.stdout
+        try:
+            async for record in s.export_records():
+                handle.write(export_line(record) + "\n")
+                count += 1
+        finally:
+            if out:
+                handle.close()
+        return count
+
+    count = run(scope, write_out)
     if out:
-        click.echo(f"exported {len(records):,} records to {out}", err=True)
+        click.echo(f"exported {count:,} records to {out}", err=True)
 
 
 @click.command()
@@ -168,7 +174,7 @@ def import_(file: Path, as_json: bool, max_facts: int, max_turns: int, **scope: 
     Every line is checked first: a malformed line names its number and nothing is kept.
     Example: chronomem import memory.jsonl
     """
-    from memory.import_check import text_lines
+    from memory.transfer import text_lines
 
     show = sys.stderr.isatty() and not as_json
     progress = Progress(console=Console(stderr=True), transient=True) if show else None
