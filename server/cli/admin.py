@@ -7,7 +7,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import click
 from rich.console import Console
@@ -130,24 +130,34 @@ def export(out: Path | None, **scope: Any) -> None:
 
     Example: chronomem export --out backup.jsonl
     """
-    from memory.transfer import export_line
 
     async def write_out(s: MemoryScope) -> int:
-        """Stream the records, a page at a time; the file is opened once the database is."""
-        count = 0
-        handle = out.open("w", encoding="utf-8") if out else sys.stdout
+        """Stream the records, a page at a time. A file is written beside `out` and
+        renamed over it once complete, so a failed export leaves no partial file."""
+        if out is None:
+            return await _write_records(s, sys.stdout)
+        partial = out.with_name(f".{out.name}.partial")
         try:
-            async for record in s.export_records():
-                handle.write(export_line(record) + "\n")
-                count += 1
+            with partial.open("w", encoding="utf-8") as handle:
+                count = await _write_records(s, handle)
+            partial.replace(out)
         finally:
-            if out:
-                handle.close()
+            partial.unlink(missing_ok=True)
         return count
 
     count = run(scope, write_out)
     if out:
         click.echo(f"exported {count:,} records to {out}", err=True)
+
+
+async def _write_records(scope: MemoryScope, handle: TextIO) -> int:
+    from memory.transfer import export_line
+
+    count = 0
+    async for record in scope.export_records():
+        handle.write(export_line(record) + "\n")
+        count += 1
+    return count
 
 
 @click.command()
