@@ -8,24 +8,12 @@ the file: not in the tables, not in the indexes, not in free pages (secure_delet
 
 from __future__ import annotations
 
-from pydantic import BaseModel
-
+from .models import PurgeResult, Stats
 from .overlay import SEEN
 from .schema import COUNT_STORED, FTS_INDEXES, RECOUNT_FTS_STATS
 from .store import Tx
 
 __all__ = ["PurgeResult", "Stats", "purge", "stats"]
-
-
-class Stats(BaseModel):
-    entities: int
-    observations_current: int
-    observations_closed: int
-    relations_current: int
-    relations_closed: int
-    turns: int
-    sessions: int
-    database_bytes: int
 
 
 # Facts and relations as the project sees them (`overlay`), or as stored over all.
@@ -55,14 +43,6 @@ def stats(tx: Tx, project: str | None) -> Stats:
     assert row is not None
     names = list(Stats.model_fields)
     return Stats(**dict(zip(names, (value or 0 for value in row), strict=True)))
-
-
-class PurgeResult(BaseModel):
-    entities: int
-    observations: int
-    relations: int
-    turns: int
-    closings: int  # a project's own closings of global facts and relations
 
 
 PURGE = {

@@ -31,6 +31,7 @@ __all__ = [
     "deletions_of",
     "is_deleted",
     "is_now",
+    "record_first_types",
     "record_life",
     "record_type",
     "type_versions",
@@ -64,6 +65,13 @@ RECORD_TYPE = """
     VALUES (:id, :project, :owner, :entity_type, :now)
     ON CONFLICT (entity_id, project, recorded_at) DO UPDATE SET entity_type = excluded.entity_type
 """
+# Each new entity's type as its first version, at its recorded_at.
+RECORD_FIRST_TYPES = """
+    INSERT INTO entity_type_version (entity_id, project, owner_id, entity_type, recorded_at)
+    SELECT id, '', owner_id, entity_type, recorded_at FROM entity
+    WHERE id IN (SELECT value FROM json_each(:ids))
+    ON CONFLICT (entity_id, project, recorded_at) DO NOTHING
+"""
 # Every type version of the entities in :ids that the context of :p sees, oldest first
 # (of two at one time, the global one first).
 SELECT_TYPE_VERSIONS = """
@@ -89,6 +97,12 @@ def record_life(tx: Tx, project: str, entity_id: int, alive: bool) -> None:
         {"id": entity_id, "project": project, "owner": tx.owner, "now": tx.now,
          "alive": int(alive)},
     )  # fmt: skip
+
+
+def record_first_types(tx: Tx, entity_ids: Sequence[int]) -> None:
+    """Keep the type of each entity just inserted as its first version."""
+    if entity_ids:
+        tx.run(RECORD_FIRST_TYPES, {"ids": json_list(entity_ids)})
 
 
 def record_type(tx: Tx, project: str, entity_id: int, entity_type: str, at: int) -> None:

@@ -27,22 +27,31 @@ from .validation import (
 )
 
 __all__ = [
+    "ClosingRecord",
     "CreateEntityArgs",
     "DeleteEntitiesArgs",
     "DeleteEntitiesResult",
     "Entity",
     "EntityDeletion",
     "EntityInfo",
+    "EntityLifeRecord",
+    "EntityRecord",
     "EntityRef",
+    "EntityTypeRecord",
+    "EntityTypeVersionRecord",
+    "ExportRecord",
     "ForgetArgs",
     "ForgetResult",
     "HistoryArgs",
     "HistoryResult",
+    "ImportResult",
     "Observation",
+    "ObservationRecord",
     "OpenNodesArgs",
     "OpenNodesResult",
     "ProfileCard",
     "ProfileCardArgs",
+    "PurgeResult",
     "ReadGraphArgs",
     "ReadGraphResult",
     "RecallArgs",
@@ -53,15 +62,18 @@ __all__ = [
     "RelateArgs",
     "RelateResult",
     "Relation",
+    "RelationRecord",
     "RememberArgs",
     "RememberResult",
     "SearchHit",
     "SearchNodesArgs",
     "SearchNodesResult",
+    "Stats",
     "TimelineItem",
     "TimelineObservation",
     "TimelineRelation",
     "TurnIn",
+    "TurnRecord",
     "TypeVersion",
 ]
 
@@ -370,3 +382,142 @@ class HistoryResult(_Model):
 class RecordTurnsResult(_Model):
     stored: int
     ids: list[str]
+
+
+# ---------------------------------------------------------------- administration
+
+
+class Stats(_Model):
+    entities: int
+    observations_current: int
+    observations_closed: int
+    relations_current: int
+    relations_closed: int
+    turns: int
+    sessions: int
+    database_bytes: int
+
+
+class PurgeResult(_Model):
+    entities: int
+    observations: int
+    relations: int
+    turns: int
+    closings: int  # a project's own closings of global facts and relations
+
+
+class ImportResult(_Model):
+    lines: int
+    entities: int
+    observations: int
+    relations: int
+    closings: int  # projects' own closings of global facts and relations
+    turns: int
+    skipped: int  # rows whose id was already in this memory (a repeated import)
+
+
+# ---------------------------------------------------------------- export records
+#
+# One model a kind of line of chronomem's export format, told apart by `type`; the
+# order of the fields is the order of the keys in each line. Times are as
+# `format_time` writes them; `project` is null for a global row.
+
+
+class EntityRecord(_Model):
+    type: Literal["entity"] = "entity"
+    name: str
+    entity_type: str
+    project: str | None
+    recorded_at: str
+
+
+class EntityTypeRecord(_Model):
+    """The type a project gave an entity for itself (`overlay`)."""
+
+    type: Literal["entity_type"] = "entity_type"
+    name: str
+    entity_type: str
+    project: str
+
+
+class ObservationRecord(_Model):
+    type: Literal["observation"] = "observation"
+    id: str
+    entity: str
+    text: str
+    attribute: str | None
+    project: str | None
+    valid_from: str
+    valid_to: str | None
+    recorded_at: str
+    invalidated_at: str | None
+    reason: str | None
+
+
+class RelationRecord(_Model):
+    type: Literal["relation"] = "relation"
+    id: str
+    source: str
+    relation: str
+    target: str
+    project: str | None
+    valid_from: str
+    valid_to: str | None
+    recorded_at: str
+    invalidated_at: str | None
+    reason: str | None
+
+
+class ClosingRecord(_Model):
+    """A project's own closing of a global fact or relation (`overlay`)."""
+
+    type: Literal["closing"] = "closing"
+    id: str
+    project: str
+    valid_to: str
+    invalidated_at: str
+    reason: str | None
+
+
+class TurnRecord(_Model):
+    type: Literal["turn"] = "turn"
+    id: str
+    session_id: str
+    role: str
+    text: str
+    at: str
+    project: str | None
+    recorded_at: str
+
+
+class EntityTypeVersionRecord(_Model):
+    """A type an entity had, globally or in a project (`entity_life`)."""
+
+    type: Literal["entity_type_version"] = "entity_type_version"
+    name: str
+    entity_type: str
+    project: str | None
+    recorded_at: str
+
+
+class EntityLifeRecord(_Model):
+    """An entity deleted (or back) in a context (`entity_life`)."""
+
+    type: Literal["entity_life"] = "entity_life"
+    name: str
+    project: str | None
+    at: str
+    deleted: bool
+
+
+ExportRecord = Annotated[
+    EntityRecord
+    | EntityTypeVersionRecord
+    | EntityLifeRecord
+    | EntityTypeRecord
+    | ObservationRecord
+    | RelationRecord
+    | ClosingRecord
+    | TurnRecord,
+    Field(discriminator="type"),
+]

@@ -9,30 +9,25 @@ tools and CLI commands run the same declarations through `MemoryScope.call`.
 from __future__ import annotations
 
 import inspect
-import tempfile
-from collections.abc import (
-    AsyncIterator,
-    Callable,
-    Coroutine,
-    Iterable,
-    Iterator,
-    Mapping,
-    Sequence,
-)
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
-from . import admin, import_check, operations, profile, transfer, writes
-from .errors import ImportInterrupted, InvalidInputError, MemoryFullError
+from . import admin, operations, profile, transfer, writes
+from .errors import InvalidInputError
 from .models import (
     GRAPH_PAGE_MAX,
     CreateEntityArgs,
     DeleteEntitiesArgs,
     DeleteEntitiesResult,
     EntityRef,
+    ExportRecord,
+    ImportResult,
+    PurgeResult,
     ReadGraphResult,
+    Stats,
 )
 from .operations import Operation
 from .queries import ScopeKey
@@ -55,14 +50,6 @@ class _SessionArgs(BaseModel):
 
 class _PageArgs(BaseModel):
     page_size: int = Field(ge=1, le=GRAPH_PAGE_MAX, strict=True)
-
-
-# A large import leaves the full-text index of what it added in many segments (one
-# per transaction, merged only partly as they pile up), and a search looks every
-# word up in each. After an import of this many rows of a kind, its index is merged
-# into one segment: about 5 s for a million facts and a million turns, in short
-# transactions, for searches ~15% cheaper from then on.
-MERGE_AFTER_ROWS = 10_000
 
 
 def _method(operation: Operation[Any, R]) -> Callable[..., Coroutine[Any, Any, R]]:
@@ -141,27 +128,36 @@ class MemoryScope:
 
     # ------------------------------------------------------------ administration
 
-    async def export(self) -> list[dict[str, Any]]:
+    async def export(self) -> list[ExportRecord]:
         """Every entity, observation, relation and turn of this (app, user), or of this
         scope's project only, with all ids and timestamps, in a deterministic order."""
-        project = self.project
-        return await self._store.read(
-            self.key.app, self.key.user, lambda tx: transfer.export_records(tx, project)
-        )
+        return [record async for record in self.export_records()]
+
+    async def export_records(
+        self, page_size: int = transfer.EXPORT_PAGE
+    ) -> AsyncIterator[ExportRecord]:
+        """What `export` returns, read `page_size` records at a time: memory holds one
+        page. Rows added after the first page are left out."""
+        async for record in transfer.export_records(self._store, self.key, page_size):
+            yield record
 
     async def import_lines(
         self,
         lines: Iterable[str],
-        batch_size: int = import_check.BATCH_SIZE,
+        batch_size: int = transfer.BATCH_SIZE,
         progress: Callable[[int], None] | None = None,
         stop: Callable[[], bool] | None = None,
-    ) -> transfer.ImportResult:
+        *,
+        chunk_lines: int = transfer.CHUNK_LINES,
+        merge_after_rows: int = transfer.MERGE_AFTER_ROWS,
+    ) -> ImportResult:
         """Import chronomem's export format or the reference memory server's
-        `memory.jsonl`. Every line is checked before anything is written; then the
-        lines are written `batch_size` steps to a transaction, and `progress` is told
-        how many after each transaction. Memory holds one batch, not the whole input.
-        `stop` is asked at each line checked and before each batch: once it says
-        yes, the import ends (ImportInterrupted).
+        `memory.jsonl`. Every line is checked (`chunk_lines` at a time) before anything
+        is written; then the lines are written `batch_size` steps to a transaction,
+        and `progress` is told how many after each transaction. Memory holds one
+        batch, not the whole input. `stop` is asked at each line checked and before
+        each batch: once it says yes, the import ends (ImportInterrupted). The search
+        index of a kind of which `merge_after_rows` rows were added is merged after.
 
         Raises:
             InvalidInputError: naming the first bad line; nothing was imported. An id
@@ -171,57 +167,10 @@ class MemoryScope:
             ImportInterrupted: `stop` said yes; the message says which lines earlier
                 batches kept. The same import run again skips those and goes on.
         """
-        counts: dict[str, int] = {}
-        with tempfile.TemporaryFile() as spool:
-            checked = lines if stop is None else _until(stop, lines)
-            plan = import_check.check_import(checked, spool, batch_size)
-            async with self._store.bulk():
-                await self._write_plan(plan, counts, progress, stop)
-        for kind, counted in transfer.INDEXED_KINDS.items():
-            if stop is not None and stop():  # all is written; merging can wait
-                break
-            if counts.get(counted, 0) >= MERGE_AFTER_ROWS:
-                await self._store.merge_index(kind)
-        return transfer.ImportResult(
-            lines=plan.lines, **{k: counts.get(k, 0) for k in transfer.COUNTED}
-        )
+        settings = transfer.ImportSettings(batch_size, chunk_lines, merge_after_rows)
+        return await transfer.import_lines(self._store, self.key, lines, settings, progress, stop)
 
-    async def _write_plan(
-        self,
-        plan: import_check.ImportPlan,
-        counts: dict[str, int],
-        progress: Callable[[int], None] | None,
-        stop: Callable[[], bool] | None = None,
-    ) -> None:
-        """Write the batches of a checked import, adding to `counts` by kind; tell
-        `progress` how many more lines were begun with each batch."""
-        previous = start = 0  # the last and first line numbers of the batches written
-        for batch in plan.batches():
-            first, last = batch[0][0], batch[-1][0]
-            if stop is not None and stop():
-                raise ImportInterrupted(
-                    f"import interrupted: {_kept_before(first, previous, start or first)}"
-                    f" ({_counted(counts)}); run the same import again to resume: what "
-                    "is already there is skipped"
-                )
-            start = start or first
-            try:
-                done = await self._store.write(
-                    self.key.app, self.key.user,
-                    lambda tx, batch=batch: transfer.write_batch(tx, self.key, batch),
-                )  # fmt: skip
-            except InvalidInputError as exc:  # memory full, or an id of another memory
-                # Each batch is its own transaction: say what earlier ones kept.
-                kept = _kept_before(first, previous, start)
-                where = f"lines {first}-{last}: " if isinstance(exc, MemoryFullError) else ""
-                raise type(exc)(f"{where}{exc} ({kept})") from None
-            for kind, count in done.items():
-                counts[kind] = counts.get(kind, 0) + count
-            if progress is not None:
-                progress(len({step[0] for step in batch} - {previous}))
-            previous = last
-
-    async def stats(self) -> admin.Stats:
+    async def stats(self) -> Stats:
         """Counts of this memory: entities, current and closed facts and relations,
         turns, sessions, and the database file's size."""
         project = self.project
@@ -229,7 +178,7 @@ class MemoryScope:
             self.key.app, self.key.user, lambda tx: admin.stats(tx, project)
         )
 
-    async def purge(self, what: str, session_id: str | None = None) -> admin.PurgeResult:
+    async def purge(self, what: str, session_id: str | None = None) -> PurgeResult:
         """Physically erase this user's memory (`what="user"`), this scope's project
         (`"project"`), or one conversation (`"session"`), leaving no text of it in the
         file. The only operation that deletes.
@@ -298,31 +247,3 @@ class MemoryScope:
             cursor = page.next_cursor
             if cursor is None:
                 return
-
-
-def _until(stop: Callable[[], bool], lines: Iterable[str]) -> Iterator[str]:
-    """`lines`, ending the import (before anything is written) once `stop` says yes."""
-    for line in lines:
-        if stop():
-            raise ImportInterrupted("import interrupted while checking: nothing was imported")
-        yield line
-
-
-def _counted(counts: dict[str, int]) -> str:
-    """What the batches written added, as the command line's import reports it."""
-    nouns = {"entities": "entities", "observations": "facts", "relations": "relations",
-             "turns": "turns"}  # fmt: skip
-    return ", ".join(f"{counts.get(kind, 0):,} {noun}" for kind, noun in nouns.items())
-
-
-def _kept_before(first: int, previous: int, start: int) -> str:
-    """What the batches written before a refused one (whose first line is `first`)
-    kept; `previous` is their last line (0: none) and `start` their first. A line of
-    many steps can straddle two batches, so part of it may have been kept."""
-    if not previous:
-        return "nothing was imported"
-    if first != previous:
-        return f"lines before {first} were imported"
-    if first == start:
-        return f"part of line {first} was imported"
-    return f"lines before {first} and part of line {first} were imported"

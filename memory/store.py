@@ -165,7 +165,7 @@ class Tx:
         `schema.INDEX_NEW`, `schema.CHANGED_NEW`; an entity is inserted with its
         changed_at). Returns the new rowid, or 0 when an ON CONFLICT clause skipped it.
 
-        Every insert into those tables goes through here or `add_rows`, or search
+        Every insert into those tables goes through here or `add_numbered_rows`, or search
         would miss it."""
         rowid = self.next_rowid(kind)
         cursor = self._conn.execute(sql, {**params, "rowid": rowid})
@@ -184,18 +184,33 @@ class Tx:
     def add_rows(
         self, kind: str, sql: str, rows: Sequence[tuple[Any, ...]], *, raise_changed: bool = True
     ) -> Sequence[int]:
-        """INSERT many rows of one kind with one `executemany`, as `add` would one by one
-        (a bulk import); `sql` takes the rowid first, then a row's
-        values. Returns the rowids of the rows inserted, in order; an ON CONFLICT clause
-        may have skipped others. With `raise_changed=False` the caller raises their
-        entities' changed_at itself (`raise_changed_at`)."""
+        """INSERT many rows of one kind with one `executemany`, as `add` would one by one;
+        `sql` takes the rowid first, then a row's values. Returns the rowids of the rows
+        inserted, in order; an ON CONFLICT clause may have skipped others. With
+        `raise_changed=False` the caller raises their entities' changed_at itself
+        (`raise_changed_at`)."""
         first = self.next_rowid(kind)
+        numbered = [(rowid, *row) for rowid, row in enumerate(rows, start=first)]
+        return self.add_numbered_rows(kind, sql, numbered, first, raise_changed=raise_changed)
+
+    def add_numbered_rows(
+        self,
+        kind: str,
+        sql: str,
+        rows: Sequence[Sequence[Any]],
+        first: int,
+        *,
+        raise_changed: bool = True,
+    ) -> Sequence[int]:
+        """`add_rows` for rows that hold their rowid first already: `first` (what
+        `next_rowid` gave), then one more each (named rows, say)."""
+        if first != self.next_rowid(kind):
+            raise RuntimeError(f"rows of kind {kind} numbered from {first}, not the next rowid")
         last = first + len(rows) - 1
         if rows and last > owner_range(self._owner())[1]:
             raise MemoryFullError(f"memory full: no room for more rows of kind {kind}")
-        added = self._conn.executemany(
-            sql, [(rowid, *row) for rowid, row in enumerate(rows, start=first)]
-        ).rowcount
+        # As plain tuples: sqlite3 binds a tuple subclass (a NamedTuple) much slower.
+        added = self._conn.executemany(sql, map(tuple, rows)).rowcount
         self._next[kind] = last + 1
         rowids: Sequence[int] = range(first, first + added)
         if added < len(rows):  # some were skipped: which rowids are there?
@@ -395,6 +410,11 @@ class Store:
             yield
         finally:
             await self._in_thread(_set_checkpoint, usual)
+
+    async def checkpoint_pages(self) -> int:
+        """The WAL auto-checkpoint threshold in force now (`bulk` raises it)."""
+        pages: int = await self._in_thread(_pragma, "wal_autocheckpoint")
+        return pages
 
     async def compact(self) -> None:
         """Rewrite the file without free pages and empty the WAL, so deleted text is

@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .entity_life import is_deleted, record_life, record_type
+from .entity_life import is_deleted, record_first_types, record_life, record_type
 from .errors import InvalidInputError
 from .models import (
     CreateEntityArgs,
@@ -59,7 +59,7 @@ SELECT_ENTITY = (
 INSERT_ENTITY = """
     INSERT INTO entity (id, owner_id, project, name, name_key, entity_type, recorded_at,
                         changed_at)
-    VALUES (:rowid, :owner, :project, :name, :key, :entity_type, :now, :now)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 """
 UPDATE_ENTITY_TYPE = "UPDATE entity SET entity_type = :entity_type WHERE id = :id"
 GENERAL = "general"  # the type of an entity created without one
@@ -76,6 +76,40 @@ class EntityRow:
         return EntityRef(name=self.name, entity_type=self.entity_type, created=self.created)
 
 
+@dataclass(slots=True)
+class NewEntity:
+    """An entity row to insert (`insert_entities`); `changed_at` may be raised before."""
+
+    owner: int
+    project: str
+    name: str
+    key: str
+    entity_type: str
+    recorded_at: int
+    changed_at: int
+
+    @classmethod
+    def named(
+        cls, owner: int, project: str, name: str, entity_type: str, recorded_at: int
+    ) -> NewEntity:
+        """A new entity as written: its name as displayed and its match key."""
+        key = match_key(name)
+        return cls(owner, project, display_name(name), key, entity_type, recorded_at, recorded_at)
+
+
+def insert_entities(tx: Tx, entities: Sequence[NewEntity]) -> Sequence[int]:
+    """Insert new entities, in order, with one statement: the one way an entity is
+    written (operations one at a time, the bulk import a batch at a time). Returns
+    their ids, in the same order."""
+    rows = [
+        (e.owner, e.project, e.name, e.key, e.entity_type, e.recorded_at, e.changed_at)
+        for e in entities
+    ]
+    ids = tx.add_rows("entity", INSERT_ENTITY, rows)
+    record_first_types(tx, ids)
+    return ids
+
+
 def upsert_entity(
     tx: Tx, scope: ScopeKey, owner: int, name: str, entity_type: str | None
 ) -> EntityRow:
@@ -83,21 +117,9 @@ def upsert_entity(
     a project, for that project only, unless the entity is new in this transaction)."""
     row = tx.one(SELECT_ENTITY, scope.params(owner, key=match_key(name)))
     if row is None:
-        kind = entity_type or GENERAL
-        entity_id = tx.add(
-            "entity",
-            INSERT_ENTITY,
-            {
-                "owner": owner,
-                "project": scope.project,
-                "name": display_name(name),
-                "key": match_key(name),
-                "entity_type": kind,
-                "now": tx.now,
-            },
-        )
-        record_type(tx, GLOBAL, entity_id, kind, tx.now)
-        return EntityRow(entity_id, display_name(name), kind, created=True)
+        new = NewEntity.named(owner, scope.project, name, entity_type or GENERAL, tx.now)
+        (entity_id,) = insert_entities(tx, [new])
+        return EntityRow(entity_id, new.name, new.entity_type, created=True)
     if is_deleted(tx, scope.project, row["id"]):  # written about again: it is back
         record_life(tx, scope.project, row["id"], alive=True)
     kind = row["entity_type"]

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import gc
 import sys
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from importlib.util import find_spec
 from typing import Any
 
 import uvicorn
 from mcp.server import MCPServer
-from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp
 
 from .auth import BearerAuth, TokenFile
 from .connections import CompleteBodies, ConnectionLimits, guarded_protocol
-from .pipes import claimed_pipes
 from .sessions import HttpSessionLimits, SessionLimit, SseSessionLimits
 from .settings import HTTP_PATH, MESSAGES_PATH, SSE_PATH, Settings, is_loopback
 
@@ -53,8 +52,8 @@ def http_app(server: MCPServer, settings: Settings, transport: str, host: str) -
     is read past the limit; one cut off by its client is dropped quietly.
 
     Streamable HTTP answers each POST with plain JSON (`json_response`), not an SSE
-    stream per call: no tool sends progress or logs mid-call, and under 16 clients
-    on 2 cores it served 1.5x the calls (bench/load.py: 194 -> 299 calls/s)."""
+    stream per call: no tool sends progress or logs mid-call, and a stream per call
+    cost throughput (docs/benchmarks.md)."""
     limit = settings.max_request_bytes
     security = rebinding_protection(host)
     if transport == "sse":
@@ -87,9 +86,8 @@ def http_app(server: MCPServer, settings: Settings, transport: str, host: str) -
 
 def backend_options(transport: str) -> dict[str, Any]:
     """anyio's options for `anyio.run` of `serve`: uvloop's event loop for SSE and
-    HTTP where it is installed (a dependency except on Windows). The server spends
-    most of its CPU in the SDK's HTTP stack, and uvloop with httptools cut its
-    instructions per call by a tenth (16 clients of bench/load.py)."""
+    HTTP where it is installed (a dependency except on Windows): the server spends
+    most of its CPU in the SDK's HTTP stack, which runs faster on it."""
     use_uvloop = transport != "stdio" and find_spec("uvloop") is not None
     return {"use_uvloop": True} if use_uvloop else {}
 
@@ -113,42 +111,35 @@ def uvicorn_config(app: ASGIApp, host: str, port: int, settings: Settings) -> uv
     )
 
 
-async def serve(
-    server: MCPServer, settings: Settings, transport: str, host: str, port: int
-) -> None:
-    """Serve until stopped, under `anyio.run` with `backend_options(transport)`.
-
-    Everything loaded so far (the SDK, pydantic's models: ~85,000 objects) lives as
-    long as the process, so it is frozen out of the garbage collector's reach: a full
-    collection walked it all, a pause of tens of ms now and then that showed in the
-    99th percentile (bench/load.py, 16 clients: p99 ~140 -> ~100 ms)."""
-    gc.freeze()
-    if transport == "stdio":
-        await serve_stdio(server)
-        return
-    app = http_app(server, settings, transport, host)
-    await uvicorn.Server(uvicorn_config(app, host, port, settings)).serve()
-
-
 async def serve_stdio(server: MCPServer) -> None:
-    """`server.run_stdio_async()`, with the SDK's `stdio_server` given asyncio pipes
-    over stdin and stdout (`server.pipes`: no thread hop per line) where they can be
-    watched. The SDK starts its low-level server this way itself; it has no public
-    name for it, so without one (another SDK version) its own path serves."""
-    lowlevel = getattr(server, "_lowlevel_server", None)
+    """The SDK's own stdio transport (`run_stdio_async`): the SDK has no public way to
+    run an `MCPServer` on streams of our own, and a private one can break unnoticed."""
     try:
-        if lowlevel is None:
-            await server.run_stdio_async()
-            return
-        async with claimed_pipes() as pipes:
-            if pipes is None:  # the descriptors are the SDK's again, untouched
-                await server.run_stdio_async()
-                return
-            async with stdio_server(*pipes) as (read_stream, write_stream):  # type: ignore[arg-type]
-                options = lowlevel.create_initialization_options()
-                await lowlevel.run(read_stream, write_stream, options)
+        await server.run_stdio_async()
     except* (BrokenPipeError, ConnectionResetError):
         # The client stopped reading (it exited or closed its end): nobody is left
         # to answer, which is the end of a stdio session, not a crash to report.
         with suppress(OSError):  # stderr may have gone with the client
             print("chronomem: the client closed the connection", file=sys.stderr)
+
+
+async def serve(
+    server: MCPServer,
+    settings: Settings,
+    transport: str,
+    host: str,
+    port: int,
+    stdio: Callable[[MCPServer], Awaitable[None]] = serve_stdio,
+) -> None:
+    """Serve until stopped, under `anyio.run` with `backend_options(transport)`;
+    `stdio` serves the stdio transport.
+
+    Everything loaded so far (the SDK, pydantic's models) lives as long as the
+    process, so it is frozen out of the garbage collector's reach: a full collection
+    walked it all, a pause now and then that showed in the 99th percentile."""
+    gc.freeze()
+    if transport == "stdio":
+        await stdio(server)
+        return
+    app = http_app(server, settings, transport, host)
+    await uvicorn.Server(uvicorn_config(app, host, port, settings)).serve()

@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
 from memory import GraphMemory, InvalidInputError
-from memory.import_check import ImportPlan, Step, check_import
-from memory.import_records import decode, plain_step, record_steps
-from memory.store import BULK_CHECKPOINT_PAGES
-from memory.timestamps import format_time
+from memory.store import BULK_CHECKPOINT_PAGES, Store
+from memory.timestamps import format_time, system_clock
+from memory.transfer.check import ImportPlan, check_import
+from memory.transfer.records import decode, plain_step, record_steps
+from memory.transfer.steps import RawStep, named_step
 from memory.validation import (
     FACT_MAX,
     LABEL_MAX,
@@ -103,12 +104,13 @@ def test_the_plan_spools_batches_and_reads_them_back_unchanged() -> None:
     lines = [_observation(i) for i in range(4)] + [json.dumps(line)]
     plan = check_import(lines, spool, batch_size=2)
     assert spool.tell() > 0  # two full batches already left memory
-    batches = list(plan.batches())
+    batches = [list(map(named_step, b)) for b in plan.batches()]
     assert [len(b) for b in batches] == [2, 2, 1]
-    assert [step[0] for b in batches for step in b] == [1, 2, 3, 4, 5]
+    assert [step.line for b in batches for step in b] == [1, 2, 3, 4, 5]
     first = batches[0][0]
     assert first[:5] == (1, "observation", "o0", "Alice", "fact 0")
-    assert batches[-1][0][6] == reason
+    assert (first.id, first.entity, first.text) == ("o0", "Alice", "fact 0")
+    assert batches[-1][0].reason == reason
     assert plan.lines == 5
 
 
@@ -153,21 +155,19 @@ def test_plain_text_accepts_ordinary_text() -> None:
 
 
 async def test_an_import_checkpoints_less_often_and_restores_the_setting(db_path: Path) -> None:
-    async with GraphMemory.open(db_path) as mem:
-        store = mem._store
-        usual = await store._in_thread(_checkpoint_pages)
+    store = await Store.open(str(db_path), system_clock)
+    try:
+        usual = await store.checkpoint_pages()
         async with store.bulk():
-            assert await store._in_thread(_checkpoint_pages) == BULK_CHECKPOINT_PAGES
-        assert await store._in_thread(_checkpoint_pages) == usual
-        scope = mem.scope(app="a", user="u")
+            assert await store.checkpoint_pages() == BULK_CHECKPOINT_PAGES
+        assert await store.checkpoint_pages() == usual
+        scope = GraphMemory(store).scope(app="a", user="u")
         with pytest.raises(InvalidInputError):  # refused while checking: never raised
             await scope.import_lines(["{"])
         await scope.import_lines([_observation(1)])
-        assert await store._in_thread(_checkpoint_pages) == usual
-
-
-def _checkpoint_pages(conn: sqlite3.Connection) -> int:
-    return conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+        assert await store.checkpoint_pages() == usual
+    finally:
+        await store.close()
 
 
 def _segments(db_path: Path, table: str) -> int:
@@ -175,24 +175,21 @@ def _segments(db_path: Path, table: str) -> int:
         return conn.execute(f"SELECT count(DISTINCT segid) FROM {table}_idx").fetchone()[0]
 
 
-async def test_a_large_import_merges_the_index_it_filled(
-    db_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_large_import_merges_the_index_it_filled(db_path: Path) -> None:
     """Each transaction writes its full-text entries as a new index segment; after an
     import of many rows their index is one segment, and search finds the same."""
-    monkeypatch.setattr("memory.scope.MERGE_AFTER_ROWS", 30)
     lines = [_observation(i, entity=f"E{i}") for i in range(60)]
     async with GraphMemory.open(db_path) as mem:
         scope = mem.scope(app="a", user="u")
         for i in range(12):  # segments of earlier writes, one transaction each
             await scope.remember(entity=f"Early {i}", facts=[f"fact early {i}"])
         assert _segments(db_path, "observation_fts") > 1
-        await scope.import_lines(lines, batch_size=5)
+        await scope.import_lines(lines, batch_size=5, merge_after_rows=30)
         assert _segments(db_path, "observation_fts") == 1
         found = await scope.search_nodes(query="fact 42", limit=3)
         assert found.hits[0].entity.name == "E42"
         small = [_observation(i, entity="F") for i in range(100, 110)]  # under the threshold
-        await scope.import_lines(small, batch_size=5)
+        await scope.import_lines(small, batch_size=5, merge_after_rows=30)
         assert _segments(db_path, "observation_fts") > 1
     with sqlite3.connect(db_path) as conn:
         conn.execute(
@@ -310,7 +307,7 @@ FIELDS = ["type", "id", "entity", "text", "attribute", "project", "valid_from", 
 
 def _full_check(record: object) -> tuple[str, object]:
     try:
-        return "steps", record_steps(record)
+        return "steps", record_steps(record, 1)
     except (ValueError, InvalidInputError, ValidationError) as exc:
         return "error", str(exc)
 
@@ -318,7 +315,7 @@ def _full_check(record: object) -> tuple[str, object]:
 def _assert_plain_agrees(record: dict[str, object]) -> None:
     expected = _full_check(record)
     try:
-        step = plain_step(record)
+        step = plain_step(record, 1)
     except InvalidInputError as exc:
         assert expected == ("error", str(exc)), record
         return
@@ -362,10 +359,10 @@ def test_the_plain_check_gives_what_the_full_check_gives(
 
 def test_ordinary_lines_take_the_plain_check() -> None:
     for record in _plain_records():
-        assert plain_step(record) is not None
-        assert [plain_step(record)] == record_steps(record)
-    assert plain_step(["not", "a", "record"]) is None
-    assert plain_step({**json.loads(_observation(1)), "from": "x"}) is None  # reference
+        assert plain_step(record, 1) is not None
+        assert [plain_step(record, 1)] == record_steps(record, 1)
+    assert plain_step(["not", "a", "record"], 1) is None
+    assert plain_step({**json.loads(_observation(1)), "from": "x"}, 1) is None  # reference
 
 
 def _fts_agrees(db_path: Path) -> None:
@@ -496,27 +493,20 @@ async def test_entities_are_numbered_in_the_order_lines_name_them(db_path: Path)
     assert names == ["Ann", "Cid", "Bob", "Bea", "Dan"]
 
 
-def _plan_steps(lines: Iterable[str], batch_size: int = 4) -> list[list[Step]]:
-    return list(check_import(lines, io.BytesIO(), batch_size).batches())
+def _plan_steps(lines: Iterable[str], batch_size: int = 4) -> list[list[RawStep]]:
+    """The batches of `lines`, checked 3 lines at a time."""
+    return list(check_import(lines, io.BytesIO(), batch_size, chunk_lines=3).batches())
 
 
-@pytest.fixture
-def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Lines checked 3 at a time."""
-    monkeypatch.setattr("memory.import_check.CHUNK_LINES", 3)
-
-
-@pytest.mark.usefixtures("small_chunks")
 def test_chunks_of_lines_plan_the_steps_in_batches() -> None:
     lines = [_observation(i) if i % 4 else "" for i in range(40)] + [_turn(1), _relation(1, "x")]
     batches = _plan_steps(lines)
     assert [len(batch) for batch in batches] == [4] * 8  # 32 steps, 10 blank lines
-    assert [step[0] for batch in batches for step in batch] == [
+    assert [named_step(step).line for batch in batches for step in batch] == [
         n for n in range(1, 43) if n > 40 or (n - 1) % 4
     ]
 
 
-@pytest.mark.usefixtures("small_chunks")
 @pytest.mark.parametrize("first_bad", [5, 8, 14, 15])
 def test_the_first_bad_line_is_told(first_bad: int) -> None:
     lines = [_observation(i) for i in range(1, 31)]
@@ -537,7 +527,6 @@ def _then_failing(lines: list[str], error: Exception) -> Iterator[str]:
     raise error
 
 
-@pytest.mark.usefixtures("small_chunks")
 @pytest.mark.parametrize("bad", [None, 2, 7])
 def test_an_error_reading_the_input_is_told_after_the_lines_before_it(bad: int | None) -> None:
     """Lines are checked a chunk at a time: an error while reading a later line (one

@@ -29,6 +29,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from memory import DatabaseFileError, GraphMemory
+from memory.models import ObservationRecord
 
 pytestmark = pytest.mark.anyio
 
@@ -96,7 +97,7 @@ async def stored_facts(path: Path) -> list[tuple[str, str]]:
     """(id, text) of every fact in the writers' memory, in the order they were stored."""
     async with GraphMemory.open(path) as mem:
         records = await mem.scope(app=APP, user=USER).export()
-    return [(r["id"], r["text"]) for r in records if r["type"] == "observation"]
+    return [(r.id, r.text) for r in records if isinstance(r, ObservationRecord)]
 
 
 def assert_intact(path: Path) -> None:

@@ -7,7 +7,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import click
 from rich.console import Console
@@ -125,18 +125,34 @@ def export(out: Path | None, **scope: Any) -> None:
 
     Example: chronomem export --out backup.jsonl
     """
-    from memory.transfer import export_lines
 
-    records = run(scope, lambda s: s.export())
-    handle = out.open("w", encoding="utf-8") if out else sys.stdout
-    try:
-        for line in export_lines(records):
-            handle.write(line + "\n")
-    finally:
-        if out:
-            handle.close()
+    async def write_out(s: MemoryScope) -> int:
+        """Stream the records, a page at a time. A file is written beside `out` and
+        renamed over it once complete, so a failed export leaves no partial file."""
+        if out is None:
+            return await _write_records(s, sys.stdout)
+        partial = out.with_name(f".{out.name}.partial")
+        try:
+            with partial.open("w", encoding="utf-8") as handle:
+                count = await _write_records(s, handle)
+            partial.replace(out)
+        finally:
+            partial.unlink(missing_ok=True)
+        return count
+
+    count = run(scope, write_out)
     if out:
-        click.echo(f"exported {len(records):,} records to {out}", err=True)
+        click.echo(f"exported {count:,} records to {out}", err=True)
+
+
+async def _write_records(scope: MemoryScope, handle: TextIO) -> int:
+    from memory.transfer import export_line
+
+    count = 0
+    async for record in scope.export_records():
+        handle.write(export_line(record) + "\n")
+        count += 1
+    return count
 
 
 @click.command()
@@ -163,7 +179,7 @@ def import_(file: Path, as_json: bool, max_facts: int, max_turns: int, **scope: 
     Every line is checked first: a malformed line names its number and nothing is kept.
     Example: chronomem import memory.jsonl
     """
-    from memory.import_check import text_lines
+    from memory.transfer import text_lines
 
     show = sys.stderr.isatty() and not as_json
     progress = Progress(console=Console(stderr=True), transient=True) if show else None

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
-from memory import GraphMemory
+from memory import DatabaseFileError, GraphMemory, MemoryScope
 
 from ..conftest import dump
 from .command_line import Cli, Executable
@@ -161,6 +163,28 @@ def test_export_import_export_gives_the_same_lines(cli: Cli, tmp_path: Path) -> 
     assert again["skipped"] == 9 and other("export").stdout == first
     only_project = other("export", "--project", "p1").stdout.splitlines()
     assert [json.loads(line)["type"] for line in only_project] == ["entity", "observation"]
+
+
+def test_an_export_that_fails_midway_leaves_the_out_file_as_it_was(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cli("remember", "Alice", "likes tea", "lives in Oslo")
+    out = tmp_path / "backup.jsonl"
+    out.write_text("yesterday's backup\n")
+    export_records = MemoryScope.export_records
+
+    async def fails_after_one(self: MemoryScope, page_size: int = 1) -> AsyncIterator[Any]:
+        async for record in export_records(self, page_size=1):
+            yield record
+            raise DatabaseFileError("the database file is damaged")
+
+    monkeypatch.setattr(MemoryScope, "export_records", fails_after_one)
+    failed = cli("export", "--out", str(out), code=1)
+    assert "damaged" in failed.stderr
+    assert out.read_text() == "yesterday's backup\n"
+    assert sorted(path.name for path in tmp_path.iterdir() if "backup" in path.name) == [
+        "backup.jsonl"
+    ]
 
 
 def test_import_of_the_reference_servers_memory_jsonl(cli: Cli, tmp_path: Path) -> None:

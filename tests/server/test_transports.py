@@ -5,17 +5,19 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import AsyncIterator
 from importlib.util import find_spec
 from pathlib import Path
 
 import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.types import TextContent, TextResourceContents
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from server.app import build_server
 from server.settings import Settings
-from server.transports import backend_options, http_app, uvicorn_config
+from server.transports import backend_options, http_app, serve, uvicorn_config
 
 from .conftest import (
     CHRONOMEM,
@@ -28,6 +30,12 @@ from .conftest import (
 
 pytestmark = pytest.mark.anyio
 HOST = "127.0.0.1"
+
+
+def _text(block: object) -> str:
+    """The text of a result's content block or a resource's contents."""
+    assert isinstance(block, TextContent | TextResourceContents), block
+    return block.text
 
 
 def test_token_file_holds_only_hashes(tmp_path: Path) -> None:
@@ -53,7 +61,7 @@ async def test_stdio_as_a_client_config_runs_it(tmp_path: Path) -> None:
         result = await client.call_tool("remember", {"entity": "Alice", "facts": ["likes tea"]})
         assert not result.is_error
         profile = await client.read_resource("memory://profile")
-        assert "likes tea" in profile.contents[0].text
+        assert "likes tea" in _text(profile.contents[0])
     from memory import GraphMemory
 
     async with GraphMemory.open(tmp_path / "memory.db") as mem:
@@ -118,12 +126,12 @@ async def test_tokens_isolate_scopes_and_read_only_cannot_write(
             forgot = await client.call_tool("forget", {"ids": [fact_id], "entities": ["Alice"]})
             assert forgot.structured_content["not_found"] == [fact_id, "Alice"]
             history = await client.call_tool("history", {"entity": "Alice"})
-            assert history.is_error and "no entity named 'Alice'" in history.content[0].text
+            assert history.is_error and "no entity named 'Alice'" in _text(history.content[0])
             profile = await client.read_resource("memory://profile")
-            assert "secret" not in profile.contents[0].text
+            assert "secret" not in _text(profile.contents[0])
         async with http_client(url, reader) as client:
             denied = await client.call_tool("remember", {"entity": "Alice", "facts": ["x"]})
-            assert denied.is_error and "read-only" in denied.content[0].text
+            assert denied.is_error and "read-only" in _text(denied.content[0])
             still = await client.call_tool("open_nodes", {"names": ["Alice"]})
             assert [o["text"] for o in still.structured_content["entities"][0]["observations"]] == [
                 "secret"
@@ -182,7 +190,8 @@ async def test_http_refuses_a_request_body_over_the_limit(tmp_path: Path) -> Non
         flood = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "a" * 10_000}}
         body = json.dumps(flood).encode()
 
-        async def chunks():  # no Content-Length: the limit counts as the body arrives
+        # No Content-Length: the limit counts as the body arrives.
+        async def chunks() -> AsyncIterator[bytes]:
             for start in range(0, len(body), 1000):
                 yield body[start : start + 1000]
 
@@ -209,13 +218,9 @@ def test_network_transports_run_on_uvloop_and_httptools() -> None:
     assert (config.host, config.port, config.lifespan) == (HOST, 8765, "on")
 
 
-async def test_serving_freezes_what_was_loaded_out_of_the_collectors_reach(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+async def test_serving_freezes_what_was_loaded_out_of_the_collectors_reach() -> None:
     """The objects loaded before serving are frozen, so a full collection skips them."""
     import gc
-
-    from server import transports
 
     settings = Settings(":memory:")
     server = build_server(settings)
@@ -224,10 +229,9 @@ async def test_serving_freezes_what_was_loaded_out_of_the_collectors_reach(
     async def serve_stdio(_: object) -> None:
         seen.append(gc.get_freeze_count())
 
-    monkeypatch.setattr(transports, "serve_stdio", serve_stdio)
     gc.unfreeze()
     try:
-        await transports.serve(server, settings, "stdio", HOST, 0)
+        await serve(server, settings, "stdio", HOST, 0, stdio=serve_stdio)
     finally:
         gc.unfreeze()
     assert seen and seen[0] > 10_000

@@ -1,33 +1,39 @@
 """The first pass of an import: every line checked, and turned into steps, before
 anything is written.
 
-Steps are tuples of plain values (line number, kind, values), spooled to a temporary
-file (`ImportPlan`), so memory holds one batch whatever the size of the input, and a
-malformed line is found before anything is written. The second pass
-(`transfer.write_batch`) reads the batches back and writes each in one transaction.
-What one line may be is `import_records`.
+Steps (`steps`) are spooled to a temporary file as plain values (`ImportPlan`), so
+memory holds one batch whatever the size of the input, and a malformed line is found
+before anything is written. The second pass (`write.write_batch`) reads the batches
+back and writes each in one transaction. What one line may be is `records`.
 """
 
 from __future__ import annotations
 
 import marshal
 from collections.abc import Iterable, Iterator
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from pydantic import ValidationError
 
-from .errors import InvalidInputError
-from .import_records import decode, plain_step, record_steps
+from ..errors import InvalidInputError
+from .records import decode, plain_step, record_steps
+from .steps import RawStep
 
-__all__ = ["BATCH_SIZE", "ImportPlan", "Step", "check_import", "check_lines", "text_lines"]
+__all__ = [
+    "BATCH_SIZE",
+    "CHUNK_LINES",
+    "ImportPlan",
+    "check_import",
+    "check_lines",
+    "text_lines",
+]
 
-Step = tuple[Any, ...]  # (line number, kind, *values); the kind names its writer
 # Steps a transaction: fewer commits write each hot page (the id indexes' leaves,
-# full-text segments) to the WAL fewer times. At a million facts, 20,000 rows a
-# transaction spend half the time in COMMIT that 5,000 did (3 s against 6; the
-# import ~8% faster), and hold the write lock ~1 s: another writer sharing the
-# file waits that long at most, well within its busy timeout.
+# full-text segments) to the WAL fewer times, while the write lock is held short
+# enough for another writer sharing the file to wait within its busy timeout.
 BATCH_SIZE = 20_000
+# Lines checked, and their steps spooled, at a time.
+CHUNK_LINES = 10_000
 
 
 class ImportPlan:
@@ -42,17 +48,17 @@ class ImportPlan:
         self._chunks = 0
         self._file = spool
 
-    def add(self, steps: list[Step], lines: int) -> None:
+    def add(self, steps: list[RawStep], lines: int) -> None:
         """Spool the steps of the next `lines` lines."""
         data = marshal.dumps(steps)  # plain values: the fastest format
         self._file.write(len(data).to_bytes(8, "little") + data)
         self._chunks += 1
         self.lines += lines
 
-    def batches(self) -> Iterator[list[Step]]:
+    def batches(self) -> Iterator[list[RawStep]]:
         """The steps, batch by batch, in line order."""
         self._file.seek(0)
-        steps: list[Step] = []
+        steps: list[RawStep] = []
         for _ in range(self._chunks):
             size = int.from_bytes(self._file.read(8), "little")
             steps += marshal.loads(self._file.read(size))
@@ -63,19 +69,22 @@ class ImportPlan:
             yield steps
 
 
-# Lines checked, and their steps spooled, at a time.
-CHUNK_LINES = 10_000
-
-
-def check_import(lines: Iterable[str], spool: BinaryIO, batch_size: int = BATCH_SIZE) -> ImportPlan:
+def check_import(
+    lines: Iterable[str],
+    spool: BinaryIO,
+    batch_size: int = BATCH_SIZE,
+    chunk_lines: int = CHUNK_LINES,
+) -> ImportPlan:
     """Check every line and plan the steps that write them, numbered by line, in `spool`
-    (an empty binary file), a chunk of lines at a time.
+    (an empty binary file), `chunk_lines` lines at a time.
 
     Raises:
         InvalidInputError: naming the first bad line and what is wrong with it.
     """
     plan = ImportPlan(spool, batch_size)
-    for start, chunk, unreadable in _chunks(lines, CHUNK_LINES):
+    if chunk_lines < 1:
+        raise ValueError("chunk_lines must be at least 1")
+    for start, chunk, unreadable in _chunks(lines, chunk_lines):
         plan.add(*check_lines(start, chunk))
         if unreadable is not None:  # told after the lines read before it are checked
             raise unreadable
@@ -107,29 +116,29 @@ def _chunks(lines: Iterable[str], size: int) -> Iterator[tuple[int, list[str], E
         yield start, chunk, None
 
 
-def check_lines(start: int, lines: list[str]) -> tuple[list[Step], int]:
+def check_lines(start: int, lines: list[str]) -> tuple[list[RawStep], int]:
     """The steps of `lines`, numbered from `start`, and how many lines gave steps.
 
     Raises:
         InvalidInputError: naming the first bad line and what is wrong with it.
     """
-    steps: list[Step] = []
+    steps: list[RawStep] = []
     count = 0
     for number, line in enumerate(lines, start=start):
         if not line.strip():
             continue
         try:
             record = decode(line)
-            step = plain_step(record)
-            more = () if step is not None else record_steps(record)
+            step = plain_step(record, number)
+            more = () if step is not None else record_steps(record, number)
         except (ValueError, InvalidInputError, ValidationError) as exc:  # JSONDecodeError too
             raise InvalidInputError(f"line {number}: {exc}") from None
         except RecursionError:  # `json` decodes nesting by recursion
             raise InvalidInputError(f"line {number}: nested too deeply") from None
         if step is not None:
-            steps.append((number, *step))
-        for other in more:
-            steps.append((number, *other))
+            steps.append(step)
+        else:
+            steps += map(tuple, more)  # spooled as plain values, as plain steps are
         count += 1
     return steps, count
 

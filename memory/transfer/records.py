@@ -12,11 +12,10 @@ from typing import Any
 
 from pydantic_core import from_json
 
-from . import entity_records
-from .models import ForgetArgs, RecordTurnsArgs, RelateArgs, RememberArgs
-from .names import relation_type
-from .timestamps import parse_text, parse_time
-from .validation import (
+from ..models import ForgetArgs, RecordTurnsArgs, RelateArgs, RememberArgs
+from ..names import relation_type
+from ..timestamps import parse_text, parse_time
+from ..validation import (
     FACT_MAX,
     FACTS_PER_CALL,
     ID_MAX,
@@ -28,11 +27,32 @@ from .validation import (
     parse_arguments,
     plain_text,
 )
+from . import entity_records
+from .steps import (
+    ClosingStep,
+    EntityStep,
+    ObservationStep,
+    ProjectTypeStep,
+    RawStep,
+    ReferenceEntityStep,
+    RelateStep,
+    RelationStep,
+    RememberStep,
+    Step,
+    TurnStep,
+)
 
 __all__ = ["KINDS", "decode", "plain_step", "record_steps"]
 
-KINDS = ("entity", "entity_type", "observation", "relation", "closing", "turn",
-         *entity_records.KINDS)  # fmt: skip
+KINDS = (
+    "entity",
+    "entity_type",
+    "observation",
+    "relation",
+    "closing",
+    "turn",
+    *entity_records.KINDS,
+)
 
 
 def decode(line: str) -> Any:
@@ -56,8 +76,10 @@ def decode(line: str) -> Any:
 MARKERS = ("entityType", "observations", "relationType", "from")  # reference memory.jsonl
 
 
-def plain_step(record: Any) -> tuple[Any, ...] | None:
-    """The step of a plain line of chronomem's own format, or None: check it in full."""
+def plain_step(record: Any, line: int) -> RawStep | None:
+    """The step of plain line `line` of chronomem's own format, or None: check it in full.
+    A plain tuple in the layout of its step type (`steps`): the spool takes plain tuples,
+    and these are built for almost every line."""
     if type(record) is not dict or type(kind := record.get("type")) is not str:
         return None
     check = PLAIN_CHECKS.get(kind)
@@ -71,7 +93,7 @@ def plain_step(record: Any) -> tuple[Any, ...] | None:
     project = record.get("project")
     if project is not None and (type(project) is not str or not project.strip()):
         return None
-    return check(record, project)
+    return check(record, project, line)
 
 
 def _plain_time(value: Any) -> int | None:
@@ -99,7 +121,7 @@ def _plain_history(record: dict[str, Any]) -> tuple[int, int | None, int, int | 
     return valid_from, valid_to, recorded_at, invalidated_at
 
 
-def _plain_observation(record: dict[str, Any], project: str | None) -> tuple[Any, ...] | None:
+def _plain_observation(record: dict[str, Any], project: str | None, line: int) -> RawStep | None:
     identifier, entity, text = record.get("id"), record.get("entity"), record.get("text")
     attribute, reason = record.get("attribute"), record.get("reason")
     times = _plain_history(record)
@@ -112,12 +134,13 @@ def _plain_observation(record: dict[str, Any], project: str | None) -> tuple[Any
         or (reason is not None and not plain_text(reason, REASON_MAX))
     ):
         return None
-    return ("observation", identifier, entity, text, attribute, reason, *times, project)
+    return (line, "observation", identifier, entity, text, attribute, reason, *times, project)
 
 
-def _plain_relation(record: dict[str, Any], project: str | None) -> tuple[Any, ...] | None:
+def _plain_relation(record: dict[str, Any], project: str | None, line: int) -> RawStep | None:
     identifier, source, target = record.get("id"), record.get("source"), record.get("target")
-    relation, reason = record.get("relation"), record.get("reason")
+    relation: Any = record.get("relation")  # a str once plain_text says so
+    reason = record.get("reason")
     times = _plain_history(record)
     if (
         times is None
@@ -128,11 +151,11 @@ def _plain_relation(record: dict[str, Any], project: str | None) -> tuple[Any, .
         or (reason is not None and not plain_text(reason, REASON_MAX))
     ):
         return None
-    return ("relation", identifier, source, relation_type(relation), target, reason, *times,
-            project)  # fmt: skip
+    relation = relation_type(relation)
+    return (line, "relation", identifier, source, relation, target, reason, *times, project)
 
 
-def _plain_entity(record: dict[str, Any], project: str | None) -> tuple[Any, ...] | None:
+def _plain_entity(record: dict[str, Any], project: str | None, line: int) -> RawStep | None:
     name, entity_type = record.get("name"), record.get("entity_type")
     recorded_at = _plain_time(record.get("recorded_at"))
     if (
@@ -141,10 +164,10 @@ def _plain_entity(record: dict[str, Any], project: str | None) -> tuple[Any, ...
         or not plain_text(entity_type, LABEL_MAX)
     ):
         return None
-    return ("entity", name, entity_type, recorded_at, project)
+    return (line, "entity", name, entity_type, recorded_at, project)
 
 
-def _plain_turn(record: dict[str, Any], project: str | None) -> tuple[Any, ...] | None:
+def _plain_turn(record: dict[str, Any], project: str | None, line: int) -> RawStep | None:
     identifier, session_id = record.get("id"), record.get("session_id")
     role, text = record.get("role"), record.get("text")
     at, recorded_at = _plain_time(record.get("at")), _plain_time(record.get("recorded_at"))
@@ -157,10 +180,10 @@ def _plain_turn(record: dict[str, Any], project: str | None) -> tuple[Any, ...] 
         or not plain_text(text, TURN_TEXT_MAX)
     ):
         return None
-    return ("turn", identifier, session_id, role, text, at, recorded_at, project)
+    return (line, "turn", identifier, session_id, role, text, at, recorded_at, project)
 
 
-PLAIN_CHECKS: dict[Any, Callable[[dict[str, Any], str | None], tuple[Any, ...] | None]] = {
+PLAIN_CHECKS: dict[Any, Callable[[dict[str, Any], str | None, int], RawStep | None]] = {
     "entity": _plain_entity,
     "observation": _plain_observation,
     "relation": _plain_relation,
@@ -168,8 +191,8 @@ PLAIN_CHECKS: dict[Any, Callable[[dict[str, Any], str | None], tuple[Any, ...] |
 }
 
 
-def record_steps(record: Any) -> list[tuple[Any, ...]]:
-    """The steps (less their line number) of one decoded line, checked."""
+def record_steps(record: Any, line: int) -> list[Step]:
+    """The steps of one decoded line, `line`, checked."""
     if not isinstance(record, dict) or record.get("type") not in KINDS:
         raise ValueError(
             'not a record: expected an object whose "type" is one of ' + ", ".join(KINDS)
@@ -180,8 +203,8 @@ def record_steps(record: Any) -> list[tuple[Any, ...]]:
             "or 'entity_type' (chronomem export)"
         )
     if any(marker in record for marker in MARKERS):
-        return _reference_record(record)
-    return [_own_record(record)]
+        return _reference_record(record, line)
+    return [_own_record(record, line)]
 
 
 def _field(record: dict[str, Any], name: str, kinds: type | tuple[type, ...] = str) -> Any:
@@ -197,31 +220,32 @@ def _optional_time(record: dict[str, Any], name: str) -> int | None:
     return None if value is None else parse_time(value, name)
 
 
-def _own_record(record: dict[str, Any]) -> tuple[Any, ...]:
+def _own_record(record: dict[str, Any], line: int) -> Step:
     """One line of chronomem's own export format, checked; its step writes it as is."""
     kind = record["type"]
     project = record.get("project")
     if project is not None and (not isinstance(project, str) or not project.strip()):
         raise ValueError("field 'project' must be null or a non-blank string")
     if kind == "entity":
-        return ("entity", *_entity_values(record), project)
+        return EntityStep(line, "entity", *_entity_values(record), project)
     if kind == "turn":
-        return ("turn", *_turn_values(record), project)
+        return TurnStep(line, "turn", *_turn_values(record), project)
     if kind == "closing":
-        return ("closing", _identifier(record), *_closing_values(record, project))
+        return ClosingStep(line, "closing", _identifier(record), *_closing_values(record, project))
     if kind in entity_records.KINDS:
-        return entity_records.record_step(record, project)
+        return entity_records.record_step(record, project, line)
     if kind == "entity_type":
         if project is None:
             raise ValueError("field 'project' is missing: an entity_type is a project's own")
         name, entity_type = _field(record, "name"), _field(record, "entity_type")
         parse_arguments(RememberArgs, entity=name, facts=["x"], entity_type=entity_type)
-        return ("entity_type", name, entity_type, project)
+        return ProjectTypeStep(line, "entity_type", name, entity_type, project)
     times = _history_times(record)
     identifier = _identifier(record)
     if kind == "observation":
-        return ("observation", identifier, *_observation_values(record), *times, project)
-    return ("relation", identifier, *_relation_values(record), *times, project)
+        values = _observation_values(record)
+        return ObservationStep(line, "observation", identifier, *values, *times, project)
+    return RelationStep(line, "relation", identifier, *_relation_values(record), *times, project)
 
 
 def _entity_values(record: dict[str, Any]) -> tuple[str, str, int]:
@@ -249,7 +273,7 @@ def _reason(record: dict[str, Any]) -> Any:
     return reason
 
 
-def _turn_values(record: dict[str, Any]) -> tuple[Any, ...]:
+def _turn_values(record: dict[str, Any]) -> tuple[str, str, str, str, int, int]:
     identifier = _identifier(record)
     session_id, role, text = (_field(record, n) for n in ("session_id", "role", "text"))
     plain = plain_text(session_id, SESSION_ID_MAX) and plain_text(role, LABEL_MAX)
@@ -274,7 +298,7 @@ def _history_times(record: dict[str, Any]) -> tuple[int, int | None, int, int | 
     return valid_from, valid_to, recorded_at, invalidated_at
 
 
-def _closing_values(record: dict[str, Any], project: str | None) -> tuple[Any, ...]:
+def _closing_values(record: dict[str, Any], project: str | None) -> tuple[str, int, int, Any]:
     """A project's own closing of a global fact or relation: project, valid_to,
     invalidated_at, reason."""
     if project is None:
@@ -284,7 +308,7 @@ def _closing_values(record: dict[str, Any], project: str | None) -> tuple[Any, .
     return project, valid_to, invalidated_at, _reason(record)
 
 
-def _observation_values(record: dict[str, Any]) -> tuple[Any, ...]:
+def _observation_values(record: dict[str, Any]) -> tuple[str, str, Any, Any]:
     entity, text = _field(record, "entity"), _field(record, "text")
     attribute = record.get("attribute")
     plain = plain_text(entity, NAME_MAX) and plain_text(text, FACT_MAX)
@@ -293,7 +317,7 @@ def _observation_values(record: dict[str, Any]) -> tuple[Any, ...]:
     return entity, text, attribute, _reason(record)
 
 
-def _relation_values(record: dict[str, Any]) -> tuple[Any, ...]:
+def _relation_values(record: dict[str, Any]) -> tuple[str, str, str, Any]:
     source, relation, target = (_field(record, n) for n in ("source", "relation", "target"))
     if not (
         plain_text(source, NAME_MAX)
@@ -305,7 +329,7 @@ def _relation_values(record: dict[str, Any]) -> tuple[Any, ...]:
     return source, relation_type(relation), target, _reason(record)
 
 
-def _reference_record(record: dict[str, Any]) -> list[tuple[Any, ...]]:
+def _reference_record(record: dict[str, Any], line: int) -> list[Step]:
     """One line of the reference memory server's `memory.jsonl`, as engine calls: an
     entity in calls of at most FACTS_PER_CALL facts, or a relation."""
     if record["type"] == "entity":
@@ -313,14 +337,14 @@ def _reference_record(record: dict[str, Any]) -> list[tuple[Any, ...]]:
         observations = _field(record, "observations", list)
         if not observations:  # an entity with no observations: create it alone
             parse_arguments(RememberArgs, entity=name, facts=["x"], entity_type=entity_type)
-            return [("reference_entity", name, entity_type)]
-        steps: list[tuple[Any, ...]] = []
+            return [ReferenceEntityStep(line, "reference_entity", name, entity_type)]
+        steps: list[Step] = []
         for i in range(0, len(observations), FACTS_PER_CALL):
             facts = observations[i : i + FACTS_PER_CALL]
             parse_arguments(RememberArgs, entity=name, facts=facts, entity_type=entity_type)
-            steps.append(("remember", name, facts, entity_type))
+            steps.append(RememberStep(line, "remember", name, facts, entity_type))
         return steps
     source, relation, target = (_field(record, n) for n in ("from", "relationType", "to"))
     args = parse_arguments(RelateArgs, source=source, relation=relation, target=target)
     relation_type(args.relation)  # what `relate` would refuse, refused before any write
-    return [("relate", source, relation, target)]
+    return [RelateStep(line, "relate", source, relation, target)]

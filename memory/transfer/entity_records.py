@@ -10,38 +10,46 @@ A version that a line of its entity implies is left out: an entity's type of now
 its recorded_at (an entity line gives it), and a project's type of now at the
 entity's recorded_at where the project has no other version (an `entity_type` line
 gives it; a file migrated to schema 7 has those). Importing those lines writes them
-(`implied_versions`, `implied_project_version`), so export -> import -> export gives
+(`writes.insert_entities`, `implied_project_version`), so export -> import -> export gives
 the same lines, and an export made before schema 7 imports with today's types as the
 first versions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Protocol
 
-from .entity_life import RECORD_LIFE, RECORD_TYPE
-from .errors import InvalidInputError
-from .names import match_key
-from .overlay import GLOBAL
-from .store import Tx, json_list
-from .timestamps import format_time, parse_time
-from .validation import LABEL_MAX, NAME_MAX, plain_text
+from ..entity_life import RECORD_LIFE, RECORD_TYPE
+from ..errors import InvalidInputError
+from ..models import EntityLifeRecord, EntityTypeVersionRecord
+from ..names import match_key
+from ..overlay import GLOBAL
+from ..store import Tx
+from ..timestamps import format_time, parse_time
+from ..validation import LABEL_MAX, NAME_MAX, plain_text
+from .steps import LifeStep, Step, TypeVersionStep
 
 __all__ = [
     "KINDS",
+    "LIFE_SECTION_SQL",
+    "TYPE_VERSION_SECTION_SQL",
     "WRITERS",
-    "export_entity_records",
     "implied_project_version",
-    "implied_versions",
+    "life_record",
     "record_step",
+    "type_version_record",
 ]
 
 KINDS = ("entity_type_version", "entity_life")
 
+# Each pages as `transfer.export.Section`s do, by (entity, position in it): the
+# position is the time (zero-padded, so text order is time order) and the project.
+_PAGE = "printf('%020d', {at}) || {project}"
 # Every version but those implied (above).
-EXPORT_TYPE_VERSIONS = """
-    SELECT e.name, v.project, v.entity_type, v.recorded_at
+TYPE_VERSION_SECTION_SQL = f"""
+    SELECT e.name, v.project, v.entity_type, v.recorded_at, v.entity_id AS page_key,
+           {_PAGE.format(at="v.recorded_at", project="v.project")} AS page_project
     FROM entity_type_version v JOIN entity e ON e.id = v.entity_id
     LEFT JOIN project_entity_type c ON c.entity_id = v.entity_id AND c.project = v.project
     WHERE v.owner_id = :owner
@@ -52,42 +60,39 @@ EXPORT_TYPE_VERSIONS = """
               AND NOT EXISTS (SELECT 1 FROM entity_type_version o
                               WHERE o.entity_id = v.entity_id AND o.project = v.project
                                 AND o.recorded_at <> v.recorded_at))))
-    ORDER BY v.entity_id, v.recorded_at, v.project
+      AND (v.entity_id, {_PAGE.format(at="v.recorded_at", project="v.project")})
+          > (:after, :after_project)
+      AND v.entity_id <= :bound
+    ORDER BY v.entity_id, v.recorded_at, v.project LIMIT :limit
 """
-EXPORT_LIVES = """
-    SELECT e.name, l.project, l.at, l.alive
+LIFE_SECTION_SQL = f"""
+    SELECT e.name, l.project, l.at, l.alive, l.entity_id AS page_key,
+           {_PAGE.format(at="l.at", project="l.project")} AS page_project
     FROM entity_life l JOIN entity e ON e.id = l.entity_id
     WHERE l.owner_id = :owner
       AND (:project IS NULL OR l.project = :project OR (l.project = '' AND e.project = :project))
-    ORDER BY l.entity_id, l.at, l.project
+      AND (l.entity_id, {_PAGE.format(at="l.at", project="l.project")}) > (:after, :after_project)
+      AND l.entity_id <= :bound
+    ORDER BY l.entity_id, l.at, l.project LIMIT :limit
 """
 
 
-def export_entity_records(tx: Tx, project: str | None) -> list[dict[str, Any]]:
-    """The type versions and the deletions (and returns) of the (app, user) of `tx`, or of
-    one project of it."""
-    params = {"owner": tx.owner, "project": project}
-    records: list[dict[str, Any]] = [
-        {
-            "type": "entity_type_version",
-            "name": row["name"],
-            "entity_type": row["entity_type"],
-            "project": row["project"] or None,
-            "recorded_at": format_time(row["recorded_at"]),
-        }
-        for row in tx.all(EXPORT_TYPE_VERSIONS, params)
-    ]
-    records += [
-        {
-            "type": "entity_life",
-            "name": row["name"],
-            "project": row["project"] or None,
-            "at": format_time(row["at"]),
-            "deleted": not row["alive"],
-        }
-        for row in tx.all(EXPORT_LIVES, params)
-    ]
-    return records
+def type_version_record(row: Any) -> EntityTypeVersionRecord:
+    return EntityTypeVersionRecord(
+        name=row["name"],
+        entity_type=row["entity_type"],
+        project=row["project"] or None,
+        recorded_at=format_time(row["recorded_at"]),
+    )
+
+
+def life_record(row: Any) -> EntityLifeRecord:
+    return EntityLifeRecord(
+        name=row["name"],
+        project=row["project"] or None,
+        at=format_time(row["at"]),
+        deleted=not row["alive"],
+    )
 
 
 # ---------------------------------------------------------------- import: checking
@@ -108,7 +113,7 @@ def _time(record: dict[str, Any], field: str) -> int:
     return parse_time(value, field)
 
 
-def record_step(record: dict[str, Any], project: str | None) -> tuple[Any, ...]:
+def record_step(record: dict[str, Any], project: str | None, line: int) -> Step:
     """The step of one checked line of either kind."""
     name = _name(record)
     if record["type"] == "entity_type_version":
@@ -117,18 +122,19 @@ def record_step(record: dict[str, Any], project: str | None) -> tuple[Any, ...]:
             raise ValueError(
                 f"field 'entity_type' must be a label of at most {LABEL_MAX} characters"
             )
-        return ("entity_type_version", name, entity_type, _time(record, "recorded_at"), project)
+        recorded_at = _time(record, "recorded_at")
+        return TypeVersionStep(line, "entity_type_version", name, entity_type, recorded_at, project)
     deleted = record.get("deleted")
     if not isinstance(deleted, bool):
         raise ValueError("field 'deleted' is missing or not a bool")
-    return ("entity_life", name, _time(record, "at"), deleted, project)
+    return LifeStep(line, "entity_life", name, _time(record, "at"), deleted, project)
 
 
 # ---------------------------------------------------------------- import: writing
 
 
 class Batch(Protocol):
-    """What the writers need of an import's batch (`transfer.Batch`)."""
+    """What the writers need of an import's batch (`write.Batch`)."""
 
     tx: Tx
     latest: int
@@ -144,44 +150,35 @@ def _entity_id(tx: Tx, name: str, what: str) -> int:
     return int(row["id"])
 
 
-def _write_type_version(
-    batch: Batch, name: str, entity_type: str, recorded_at: int, project: str | None
-) -> None:
+def _write_type_version(batch: Batch, step: TypeVersionStep) -> None:
     tx = batch.tx
-    entity_id = _entity_id(tx, name, "type version")
+    entity_id = _entity_id(tx, step.name, "type version")
     tx.run(
         RECORD_TYPE,
-        {"id": entity_id, "project": project or GLOBAL, "owner": tx.owner,
-         "entity_type": entity_type, "now": recorded_at},
+        {"id": entity_id, "project": step.project or GLOBAL, "owner": tx.owner,
+         "entity_type": step.entity_type, "now": step.recorded_at},
     )  # fmt: skip
-    batch.latest = max(batch.latest, recorded_at)
+    batch.latest = max(batch.latest, step.recorded_at)
 
 
-def _write_life(batch: Batch, name: str, at: int, deleted: bool, project: str | None) -> None:
+def _write_life(batch: Batch, step: LifeStep) -> None:
     tx = batch.tx
-    entity_id = _entity_id(tx, name, "deletion")
+    entity_id = _entity_id(tx, step.name, "deletion")
     tx.run(
         RECORD_LIFE,
-        {"id": entity_id, "project": project or GLOBAL, "owner": tx.owner, "now": at,
-         "alive": int(not deleted)},
+        {"id": entity_id, "project": step.project or GLOBAL, "owner": tx.owner,
+         "now": step.at, "alive": int(not step.deleted)},
     )  # fmt: skip
-    batch.latest = max(batch.latest, at)
+    batch.latest = max(batch.latest, step.at)
 
 
-WRITERS: dict[str, Callable[..., None]] = {
-    "entity_type_version": _write_type_version,
-    "entity_life": _write_life,
+WRITERS: dict[type[Step], Callable[[Any, Any], None]] = {
+    TypeVersionStep: _write_type_version,
+    LifeStep: _write_life,
 }
 
-# The version an entity line implies, for the entities it created: kept where a line
-# of the file gives that time another type.
-INSERT_IMPLIED = """
-    INSERT INTO entity_type_version (entity_id, project, owner_id, entity_type, recorded_at)
-    SELECT id, '', owner_id, entity_type, recorded_at FROM entity
-    WHERE id IN (SELECT value FROM json_each(:ids))
-    ON CONFLICT (entity_id, project, recorded_at) DO NOTHING
-"""
 # The version an `entity_type` line implies, where the project has none of its own.
+# (The one an entity line implies is every new entity's first: `writes.insert_entities`.)
 INSERT_IMPLIED_PROJECT = """
     INSERT INTO entity_type_version (entity_id, project, owner_id, entity_type, recorded_at)
     SELECT e.id, :project, e.owner_id, :entity_type, e.recorded_at FROM entity e
@@ -191,12 +188,6 @@ INSERT_IMPLIED_PROJECT = """
 """
 
 
-def implied_versions(tx: Tx, entity_ids: Iterable[int]) -> None:
-    """Record the first type version of entities an import just created."""
-    tx.run(INSERT_IMPLIED, {"ids": json_list(entity_ids)})
-
-
 def implied_project_version(tx: Tx, entity_id: int, project: str, entity_type: str) -> None:
-    tx.run(
-        INSERT_IMPLIED_PROJECT, {"id": entity_id, "project": project, "entity_type": entity_type}
-    )
+    params = {"id": entity_id, "project": project, "entity_type": entity_type}
+    tx.run(INSERT_IMPLIED_PROJECT, params)
