@@ -100,9 +100,8 @@ def life_record(row: Any) -> EntityLifeRecord:
 
 def _name(record: dict[str, Any]) -> str:
     name = record.get("name")
-    if not plain_text(name, NAME_MAX):
+    if not isinstance(name, str) or not plain_text(name, NAME_MAX):
         raise ValueError(f"field 'name' must be an entity name of at most {NAME_MAX} characters")
-    assert isinstance(name, str)
     return name
 
 
@@ -118,7 +117,7 @@ def record_step(record: dict[str, Any], project: str | None, line: int) -> Step:
     name = _name(record)
     if record["type"] == "entity_type_version":
         entity_type = record.get("entity_type")
-        if not plain_text(entity_type, LABEL_MAX):
+        if not isinstance(entity_type, str) or not plain_text(entity_type, LABEL_MAX):
             raise ValueError(
                 f"field 'entity_type' must be a label of at most {LABEL_MAX} characters"
             )
