@@ -181,9 +181,23 @@ def serve_command(db: Path, port: int) -> list[str]:
     """`chronomem serve --transport http`, from the tree being measured."""
     entry = "from server.cli import main; main()"
     return [
-        sys.executable, "-c", entry, "serve", "--transport", "http", "--host", HOST,
-        "--port", str(port), "--db", str(db), "--app", APP, "--user", USER,
-    ]  # fmt: skip
+        sys.executable,
+        "-c",
+        entry,
+        "serve",
+        "--transport",
+        "http",
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--db",
+        str(db),
+        "--app",
+        APP,
+        "--user",
+        USER,
+    ]
 
 
 @asynccontextmanager
@@ -373,11 +387,16 @@ async def raw_client(url: str) -> AsyncIterator[Call]:
     try:
         started = await post(
             {
-                "jsonrpc": "2.0", "id": 0, "method": "initialize",
-                "params": {"protocolVersion": PROTOCOL, "capabilities": {},
-                           "clientInfo": {"name": "bench.load", "version": "1"}},
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": PROTOCOL,
+                    "capabilities": {},
+                    "clientInfo": {"name": "bench.load", "version": "1"},
+                },
             }
-        )  # fmt: skip
+        )
         _reply(started, 0)
         if session := started.headers.get("mcp-session-id"):
             headers["Mcp-Session-Id"] = session
@@ -444,9 +463,14 @@ class Start:
 
 
 async def run_client(
-    index: int, url: str, kind: str, workload: Workload, start: Start, seconds: float,
+    index: int,
+    url: str,
+    kind: str,
+    workload: Workload,
+    start: Start,
+    seconds: float,
     results: Results,
-) -> None:  # fmt: skip
+) -> None:
     connect = raw_client if kind == "raw" else sdk_client
     async with connect(url) as call:
         await start.wait()
@@ -556,9 +580,15 @@ async def main() -> None:
                 for index in range(args.clients):
                     workload = Workload(index, args.entities, words)
                     group.start_soon(
-                        run_client, index, url, args.client, workload, start, args.seconds,
+                        run_client,
+                        index,
+                        url,
+                        args.client,
+                        workload,
+                        start,
+                        args.seconds,
                         results,
-                    )  # fmt: skip
+                    )
             elapsed = time.perf_counter() - start.at
     report = {
         "config": {

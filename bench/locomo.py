@@ -115,9 +115,7 @@ class Conversation:
     def __init__(self, item: dict[str, Any], questions: int | None) -> None:
         self.name = item["sample_id"]
         talk = item["conversation"]
-        numbers = sorted(
-            int(m[1]) for key in talk if (m := re.fullmatch(r"session_(\d+)", key))
-        )  # fmt: skip
+        numbers = sorted(int(m[1]) for key in talk if (m := re.fullmatch(r"session_(\d+)", key)))
         self.sessions = [
             (k, session_time(talk[f"session_{k}_date_time"]), talk[f"session_{k}"]) for k in numbers
         ]
@@ -245,9 +243,11 @@ async def score_facts(conversation: Conversation) -> tuple[list[dict[str, Any]],
             for start in range(0, len(facts), FACTS_PER_CALL):
                 batch = facts[start : start + FACTS_PER_CALL]
                 result = await scope.remember(
-                    entity=speaker, facts=[text for text, _ in batch], entity_type="person",
+                    entity=speaker,
+                    facts=[text for text, _ in batch],
+                    entity_type="person",
                     valid_from=at,
-                )  # fmt: skip
+                )
                 ids_of = {}
                 for text, ids in batch:
                     ids_of.setdefault(" ".join(text.casefold().split()), set()).update(ids)

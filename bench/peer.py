@@ -74,8 +74,14 @@ INSTALLED = FOLDER / "node_modules" / PACKAGE / "package.json"
 
 ENTITY_TYPES = ["person"] * 4 + ["project"] * 2 + ["organization", "place", "event", "tool"]
 RELATION_TYPES = [
-    "works_with", "reports_to", "knows", "depends_on", "part_of", "located_in", "mentions",
-]  # fmt: skip
+    "works_with",
+    "reports_to",
+    "knows",
+    "depends_on",
+    "part_of",
+    "located_in",
+    "mentions",
+]
 WARMUP = 3
 NO_MATCH = "qqzx vvkj"  # not in the vocabulary: both servers find nothing
 TARGETS = {5_000: 10.0, 20_000: 30.0}  # entities -> smallest ratio wanted, every operation
@@ -104,10 +110,19 @@ def install_reference() -> Path:
         (FOLDER / "package.json").write_text('{"private": true}\n')
         print(f"installing {PACKAGE}@{PACKAGE_VERSION} into {FOLDER} ...", file=sys.stderr)
         subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error",
-             f"{PACKAGE}@{PACKAGE_VERSION}"],
-            cwd=FOLDER, check=True, timeout=600, stdout=sys.stderr,  # stdout is the report
-        )  # fmt: skip
+            [
+                "npm",
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--loglevel=error",
+                f"{PACKAGE}@{PACKAGE_VERSION}",
+            ],
+            cwd=FOLDER,
+            check=True,
+            timeout=600,
+            stdout=sys.stderr,  # stdout is the report
+        )
     bin_entry = json.loads(INSTALLED.read_text())["bin"]
     entry = bin_entry if isinstance(bin_entry, str) else next(iter(bin_entry.values()))
     return INSTALLED.parent / entry
@@ -149,9 +164,13 @@ def generate_graph(entities: int) -> list[dict[str, Any]]:
             if fact not in facts:
                 facts.append(fact)
         records.append(
-            {"type": "entity", "name": name, "entityType": rng.choice(ENTITY_TYPES),
-             "observations": facts}
-        )  # fmt: skip
+            {
+                "type": "entity",
+                "name": name,
+                "entityType": rng.choice(ENTITY_TYPES),
+                "observations": facts,
+            }
+        )
     triples: set[tuple[str, str, str]] = set()
     for i in range(1, entities):
         for _ in range(rng.choice((1, 1, 2, 2))):  # 1.5 per entity on average
@@ -340,10 +359,21 @@ def import_into_chronomem(chronomem: str, db: Path, jsonl: Path) -> tuple[float,
     """`chronomem import` of the reference file, as a user would run it; seconds and counts."""
     started = time.perf_counter()
     done = subprocess.run(
-        [chronomem, "import", str(jsonl), "--db", str(db), "--app", "bench", "--user", "peer",
-         "--json"],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            chronomem,
+            "import",
+            str(jsonl),
+            "--db",
+            str(db),
+            "--app",
+            "bench",
+            "--user",
+            "peer",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+    )
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         sys.exit(f"chronomem import failed:\n{done.stderr}")
@@ -469,14 +499,25 @@ def report(results: list[dict[str, Any]], versions: dict[str, str], runs: int) -
     )
     table(
         results,
-        ["reference ms (p50)", "chronomem ms (p50)", "ratio", "reference ms (p95)",
-         "chronomem ms (p95)", "reference result kB", "chronomem result kB"],
-        lambda o: [f"{o['reference']['p50_ms']:.2f}", f"{o['chronomem']['p50_ms']:.2f}",
-                   f"{o['ratio']:.1f}x", f"{o['reference']['p95_ms']:.2f}",
-                   f"{o['chronomem']['p95_ms']:.2f}",
-                   f"{o['reference']['response_kb_mean']:.1f}",
-                   f"{o['chronomem']['response_kb_mean']:.1f}"],
-    )  # fmt: skip
+        [
+            "reference ms (p50)",
+            "chronomem ms (p50)",
+            "ratio",
+            "reference ms (p95)",
+            "chronomem ms (p95)",
+            "reference result kB",
+            "chronomem result kB",
+        ],
+        lambda o: [
+            f"{o['reference']['p50_ms']:.2f}",
+            f"{o['chronomem']['p50_ms']:.2f}",
+            f"{o['ratio']:.1f}x",
+            f"{o['reference']['p95_ms']:.2f}",
+            f"{o['chronomem']['p95_ms']:.2f}",
+            f"{o['reference']['response_kb_mean']:.1f}",
+            f"{o['chronomem']['response_kb_mean']:.1f}",
+        ],
+    )
     print(
         "\nThe least round trip, a search that finds nothing (p50 ms), and so the highest"
         "\nratio a read could reach (the reference's p50 over chronomem's least):\n"
@@ -503,11 +544,13 @@ def report(results: list[dict[str, Any]], versions: dict[str, str], runs: int) -
     table(
         results,
         ["reference ms (p50)", "chronomem ms (p50)", "ratio", "ratio less the client's check"],
-        lambda o: [f"{o['sdk_client']['reference']['p50_ms']:.2f}",
-                   f"{o['sdk_client']['chronomem']['p50_ms']:.2f}",
-                   f"{o['sdk_client']['ratio']:.1f}x",
-                   f"{o['sdk_client']['ratio_without_check']:.1f}x"],
-    )  # fmt: skip
+        lambda o: [
+            f"{o['sdk_client']['reference']['p50_ms']:.2f}",
+            f"{o['sdk_client']['chronomem']['p50_ms']:.2f}",
+            f"{o['sdk_client']['ratio']:.1f}x",
+            f"{o['sdk_client']['ratio_without_check']:.1f}x",
+        ],
+    )
     for r in results:
         wanted = TARGETS.get(r["entities"])
         if wanted is not None:
@@ -541,12 +584,18 @@ async def main() -> None:
     if args.json:
         args.json.write_text(
             json.dumps(
-                {"machine": machine(), "versions": versions, "seed": SEED, "runs": args.runs,
-                 "warmup": WARMUP, "sizes": results},
+                {
+                    "machine": machine(),
+                    "versions": versions,
+                    "seed": SEED,
+                    "runs": args.runs,
+                    "warmup": WARMUP,
+                    "sizes": results,
+                },
                 indent=2,
             )
             + "\n"
-        )  # fmt: skip
+        )
 
 
 if __name__ == "__main__":

@@ -89,30 +89,56 @@ def generate(entities: int, seed: int = SEED) -> Iterator[dict[str, Any]]:
 
     for i, name in enumerate(names):
         created = tick()
-        yield {"type": "entity", "name": name, "entity_type": TYPES[i % len(TYPES)],
-               "project": None, "recorded_at": _iso(created)}  # fmt: skip
+        yield {
+            "type": "entity",
+            "name": name,
+            "entity_type": TYPES[i % len(TYPES)],
+            "project": None,
+            "recorded_at": _iso(created),
+        }
         for j in range(FACTS_PER_ENTITY):
             at = tick()
-            yield {"type": "observation", "id": f"o{i}.{j}", "entity": name,
-                   "text": sentence(rng, words, rng.randint(5, 12)), "attribute": None,
-                   "project": None, "valid_from": _iso(at), "recorded_at": _iso(at),
-                   "reason": None, **closing(at, j)}  # fmt: skip
+            yield {
+                "type": "observation",
+                "id": f"o{i}.{j}",
+                "entity": name,
+                "text": sentence(rng, words, rng.randint(5, 12)),
+                "attribute": None,
+                "project": None,
+                "valid_from": _iso(at),
+                "recorded_at": _iso(at),
+                "reason": None,
+                **closing(at, j),
+            }
         for j in range(RELATIONS_PER_ENTITY if i else 0):
             at = tick()
-            yield {"type": "relation", "id": f"r{i}.{j}", "source": name,
-                   "relation": RELATIONS[rng.randrange(len(RELATIONS))],
-                   "target": names[rng.randrange(i)], "project": None,
-                   "valid_from": _iso(at), "recorded_at": _iso(at), "reason": None,
-                   **closing(at, i + j)}  # fmt: skip
+            yield {
+                "type": "relation",
+                "id": f"r{i}.{j}",
+                "source": name,
+                "relation": RELATIONS[rng.randrange(len(RELATIONS))],
+                "target": names[rng.randrange(i)],
+                "project": None,
+                "valid_from": _iso(at),
+                "recorded_at": _iso(at),
+                "reason": None,
+                **closing(at, i + j),
+            }
     # Turns, spread over the same period, in sessions of TURNS_PER_SESSION.
     total = entities * TURNS_PER_ENTITY
     turn_step = SPAN / total
     for k in range(total):
         at = _iso(START + turn_step * k)
-        yield {"type": "turn", "id": f"t{k}", "session_id": f"s{k // TURNS_PER_SESSION}",
-               "role": "user" if k % 2 == 0 else "assistant",
-               "text": sentence(rng, words, rng.randint(8, 40)), "at": at, "project": None,
-               "recorded_at": at}  # fmt: skip
+        yield {
+            "type": "turn",
+            "id": f"t{k}",
+            "session_id": f"s{k // TURNS_PER_SESSION}",
+            "role": "user" if k % 2 == 0 else "assistant",
+            "text": sentence(rng, words, rng.randint(8, 40)),
+            "at": at,
+            "project": None,
+            "recorded_at": at,
+        }
 
 
 def write_files(graph: Path, turns: Path, entities: int) -> dict[str, int]:

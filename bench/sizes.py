@@ -36,9 +36,21 @@ WORDS = (
     "swim pool hill lake north south summer winter spring autumn music concert"
 ).split()
 PEOPLE = [
-    "Bob", "Carol", "Dan", "Erin", "Frank", "Grace", "Heidi", "Ivan", "Judy", "Ken",
-    "Liam", "Mona", "Nora", "Oscar",
-]  # fmt: skip
+    "Bob",
+    "Carol",
+    "Dan",
+    "Erin",
+    "Frank",
+    "Grace",
+    "Heidi",
+    "Ivan",
+    "Judy",
+    "Ken",
+    "Liam",
+    "Mona",
+    "Nora",
+    "Oscar",
+]
 
 
 def fact(rng: random.Random, about: str, length: int = 45) -> str:
@@ -60,9 +72,12 @@ async def populate(client: Client, rng: random.Random) -> dict[str, Any]:
         return result.structured_content
 
     alice = await call(
-        "remember", entity="Alice", entity_type="person",
-        facts=[fact(rng, "she") for _ in range(20)], valid_from="2026-01-05",
-    )  # fmt: skip
+        "remember",
+        entity="Alice",
+        entity_type="person",
+        facts=[fact(rng, "she") for _ in range(20)],
+        valid_from="2026-01-05",
+    )
     for person, friend in zip(PEOPLE, PEOPLE[1:] + PEOPLE[:1], strict=True):
         facts = [fact(rng, person) for _ in range(8)]
         await call("remember", entity=person, entity_type="person", facts=facts)
@@ -105,16 +120,29 @@ async def measure() -> dict[str, Any]:
                 ("history", "Bob: 11 facts, 3 relations", {"entity": "Bob"}),
                 ("recall", "10 turns", {"query": "weekend trip"}),
                 ("profile_card", "defaults", {}),
-                ("remember", "3 facts", {
-                    "entity": "Zoe", "entity_type": "person",
-                    "facts": [fact(rng, "Zoe") for _ in range(3)],
-                }),
+                (
+                    "remember",
+                    "3 facts",
+                    {
+                        "entity": "Zoe",
+                        "entity_type": "person",
+                        "facts": [fact(rng, "Zoe") for _ in range(3)],
+                    },
+                ),
                 ("relate", "1 relation", {"source": "Zoe", "relation": "knows", "target": "Bob"}),
                 ("forget", "2 ids", {"ids": ids, "reason": "no longer true"}),
-                ("record_turns", "2 turns", {"session_id": "s", "turns": [
-                    {"role": "user", "text": "hello"}, {"role": "assistant", "text": "hi"},
-                ]}),
-            ]  # fmt: skip
+                (
+                    "record_turns",
+                    "2 turns",
+                    {
+                        "session_id": "s",
+                        "turns": [
+                            {"role": "user", "text": "hello"},
+                            {"role": "assistant", "text": "hi"},
+                        ],
+                    },
+                ),
+            ]
             rows = []
             for name, what, arguments in calls:
                 result = await client.call_tool(name, arguments)

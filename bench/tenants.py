@@ -102,31 +102,60 @@ def generate_user(number: int, facts: int, turns: int, seed: int, words: list[st
     prefix = f"u{number}"
     created = _iso(START)
     lines = [
-        json.dumps({"type": "entity", "name": name, "entity_type": TYPES[i % len(TYPES)],
-                    "project": None, "recorded_at": created}, separators=(",", ":"))
+        json.dumps(
+            {
+                "type": "entity",
+                "name": name,
+                "entity_type": TYPES[i % len(TYPES)],
+                "project": None,
+                "recorded_at": created,
+            },
+            separators=(",", ":"),
+        )
         for i, name in enumerate(names)
-    ]  # fmt: skip
+    ]
     fact_rows, turn_rows = [], []
     for k in range(facts):
         at = _iso(START + SPAN * k / facts)
         text = sentence(rng, words, rng.randint(5, 12), FIRST_RANK)
         fact_rows.append(set(text.split()))
-        lines.append(json.dumps(
-            {"type": "observation", "id": f"{prefix}o{k}", "entity": names[k % entities],
-             "text": text, "attribute": None, "project": None, "valid_from": at,
-             "recorded_at": at, "reason": None, "valid_to": None, "invalidated_at": None},
-            separators=(",", ":"),
-        ))  # fmt: skip
+        lines.append(
+            json.dumps(
+                {
+                    "type": "observation",
+                    "id": f"{prefix}o{k}",
+                    "entity": names[k % entities],
+                    "text": text,
+                    "attribute": None,
+                    "project": None,
+                    "valid_from": at,
+                    "recorded_at": at,
+                    "reason": None,
+                    "valid_to": None,
+                    "invalidated_at": None,
+                },
+                separators=(",", ":"),
+            )
+        )
     for k in range(turns):
         at = _iso(START + SPAN * k / turns)
         text = sentence(rng, words, rng.randint(8, 40), FIRST_RANK)
         turn_rows.append(set(text.split()))
-        lines.append(json.dumps(
-            {"type": "turn", "id": f"{prefix}t{k}", "session_id": f"s{k // TURNS_PER_SESSION}",
-             "role": "user" if k % 2 == 0 else "assistant", "text": text, "at": at,
-             "project": None, "recorded_at": at},
-            separators=(",", ":"),
-        ))  # fmt: skip
+        lines.append(
+            json.dumps(
+                {
+                    "type": "turn",
+                    "id": f"{prefix}t{k}",
+                    "session_id": f"s{k // TURNS_PER_SESSION}",
+                    "role": "user" if k % 2 == 0 else "assistant",
+                    "text": text,
+                    "at": at,
+                    "project": None,
+                    "recorded_at": at,
+                },
+                separators=(",", ":"),
+            )
+        )
     return UserData(lines, {"facts": fact_rows, "turns": turn_rows})
 
 
@@ -353,10 +382,12 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--turns", type=int, default=1_000, help="turns per user")
     parser.add_argument("--queries", type=int, default=50, help="timed, per class and user")
     parser.add_argument(
-        "--budget", type=float, default=30.0,
+        "--budget",
+        type=float,
+        default=30.0,
         help="seconds of timed calls per class and user, past which no more queries start "
         f"(once {MIN_TIMED} are done)",
-    )  # fmt: skip
+    )
     parser.add_argument("--samples", type=int, default=5, help="sample users measured")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--dir", type=Path, default=None, help="make the files here")
@@ -418,13 +449,19 @@ def _json(args: argparse.Namespace, built: dict[str, Any], measured: dict[str, A
         "shared_bytes": built["shared_bytes"],
         "samples": [user_name(n) for n in built["samples"]],
         "results": [
-            {"operation": op, "words": name, "shared": summary(t["shared"]),
-             "alone": summary(t["alone"]), "calls": len(t["shared"]),
-             "per_user_p50_ratio": {user_name(n): r[(op, name)]
-                                    for n, r in measured["per_user"].items()}}
+            {
+                "operation": op,
+                "words": name,
+                "shared": summary(t["shared"]),
+                "alone": summary(t["alone"]),
+                "calls": len(t["shared"]),
+                "per_user_p50_ratio": {
+                    user_name(n): r[(op, name)] for n, r in measured["per_user"].items()
+                },
+            }
             for (op, name), t in measured["pooled"].items()
         ],
-    }  # fmt: skip
+    }
 
 
 if __name__ == "__main__":

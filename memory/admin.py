@@ -8,6 +8,8 @@ the file: not in the tables, not in the indexes, not in free pages (secure_delet
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from .models import PurgeResult, Stats
 from .overlay import SEEN
 from .schema import COUNT_STORED, FTS_INDEXES, RECOUNT_FTS_STATS
@@ -45,60 +47,64 @@ def stats(tx: Tx, project: str | None) -> Stats:
     return Stats(**dict(zip(names, (value or 0 for value in row), strict=True)))
 
 
+class Erase(NamedTuple):
+    """One statement of a purge; `counted` names the `PurgeResult` field its rows add to."""
+
+    counted: str
+    sql: str
+
+
+# What the user or project owns, in the order it goes: what refers to rows first.
+OWNED = [
+    ("closings", "observation_closing"),
+    ("closings", "relation_closing"),
+    ("", "entity_change"),
+    ("", "project_entity_type"),
+    ("", "entity_life"),
+    ("", "entity_type_version"),
+    ("turns", "turn"),
+    ("relations", "relation"),
+    ("observations", "observation"),
+]
+IN_PROJECT = " AND project = :project"
+# Entities created in the project go, unless other memory still refers to them;
+# those become global, since that other memory is global or another project's.
+UNREFERENCED = """
+    owner_id = :owner AND project = :project
+    AND NOT EXISTS (SELECT 1 FROM observation o WHERE o.entity_id = entity.id)
+    AND NOT EXISTS (SELECT 1 FROM relation r
+                    WHERE r.source_id = entity.id OR r.target_id = entity.id)
+"""
+UNREFERENCED_IDS = f"SELECT id FROM entity WHERE {UNREFERENCED}"
+# Their deletions and types in other contexts go with them.
+ABOUT_ENTITIES = ["entity_life", "entity_type_version", "project_entity_type", "entity_change"]
+
 PURGE = {
     "user": [
-        ("closings", "DELETE FROM observation_closing WHERE owner_id = :owner"),
-        ("closings", "DELETE FROM relation_closing WHERE owner_id = :owner"),
-        ("", "DELETE FROM entity_change WHERE owner_id = :owner"),
-        ("", "DELETE FROM project_entity_type WHERE owner_id = :owner"),
-        ("", "DELETE FROM entity_life WHERE owner_id = :owner"),
-        ("", "DELETE FROM entity_type_version WHERE owner_id = :owner"),
-        ("turns", "DELETE FROM turn WHERE owner_id = :owner"),
-        ("relations", "DELETE FROM relation WHERE owner_id = :owner"),
-        ("observations", "DELETE FROM observation WHERE owner_id = :owner"),
-        ("entities", "DELETE FROM entity WHERE owner_id = :owner"),
-        ("", "DELETE FROM fts_stats WHERE owner_id = :owner"),
-        ("", "DELETE FROM owner WHERE id = :owner"),
+        *(
+            Erase(counted, f"DELETE FROM {table} WHERE owner_id = :owner")
+            for counted, table in OWNED
+        ),
+        Erase("entities", "DELETE FROM entity WHERE owner_id = :owner"),
+        Erase("", "DELETE FROM fts_stats WHERE owner_id = :owner"),
+        Erase("", "DELETE FROM owner WHERE id = :owner"),
     ],
     "project": [
-        ("closings", """
-            DELETE FROM observation_closing WHERE owner_id = :owner AND project = :project
-        """),
-        ("closings", """
-            DELETE FROM relation_closing WHERE owner_id = :owner AND project = :project
-        """),
-        ("", "DELETE FROM entity_change WHERE owner_id = :owner AND project = :project"),
-        ("", "DELETE FROM project_entity_type WHERE owner_id = :owner AND project = :project"),
-        ("", "DELETE FROM entity_life WHERE owner_id = :owner AND project = :project"),
-        ("", """
-            DELETE FROM entity_type_version WHERE owner_id = :owner AND project = :project
-        """),
-        ("turns", "DELETE FROM turn WHERE owner_id = :owner AND project = :project"),
-        ("relations", "DELETE FROM relation WHERE owner_id = :owner AND project = :project"),
-        ("observations", "DELETE FROM observation WHERE owner_id = :owner AND project = :project"),
-        # Entities created in the project go, unless other memory still refers to them;
-        # those become global, since that other memory is global or another project's.
-        # Their deletions and types in other contexts go with them.
-        *(("", f"""
-            DELETE FROM {table} WHERE entity_id IN (
-                SELECT id FROM entity WHERE owner_id = :owner AND project = :project
-                  AND NOT EXISTS (SELECT 1 FROM observation o WHERE o.entity_id = entity.id)
-                  AND NOT EXISTS (SELECT 1 FROM relation r
-                                  WHERE r.source_id = entity.id OR r.target_id = entity.id))
-        """) for table in ("entity_life", "entity_type_version", "project_entity_type",
-                           "entity_change")),
-        ("entities", """
-            DELETE FROM entity WHERE owner_id = :owner AND project = :project
-              AND NOT EXISTS (SELECT 1 FROM observation o WHERE o.entity_id = entity.id)
-              AND NOT EXISTS (SELECT 1 FROM relation r
-                              WHERE r.source_id = entity.id OR r.target_id = entity.id)
-        """),
-        ("", "UPDATE entity SET project = '' WHERE owner_id = :owner AND project = :project"),
+        *(
+            Erase(counted, f"DELETE FROM {table} WHERE owner_id = :owner{IN_PROJECT}")
+            for counted, table in OWNED
+        ),
+        *(
+            Erase("", f"DELETE FROM {table} WHERE entity_id IN ({UNREFERENCED_IDS})")
+            for table in ABOUT_ENTITIES
+        ),
+        Erase("entities", f"DELETE FROM entity WHERE {UNREFERENCED}"),
+        Erase("", f"UPDATE entity SET project = '' WHERE owner_id = :owner{IN_PROJECT}"),
     ],
     "session": [
-        ("turns", "DELETE FROM turn WHERE owner_id = :owner AND session_id = :session_id"),
+        Erase("turns", "DELETE FROM turn WHERE owner_id = :owner AND session_id = :session_id"),
     ],
-}  # fmt: skip
+}
 REBUILD = [f"INSERT INTO {fts} ({fts}) VALUES ('rebuild')" for fts in FTS_INDEXES.values()]
 
 

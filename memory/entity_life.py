@@ -94,9 +94,14 @@ def record_life(tx: Tx, project: str, entity_id: int, alive: bool) -> None:
     the context of `project`."""
     tx.run(
         RECORD_LIFE,
-        {"id": entity_id, "project": project, "owner": tx.owner, "now": tx.now,
-         "alive": int(alive)},
-    )  # fmt: skip
+        {
+            "id": entity_id,
+            "project": project,
+            "owner": tx.owner,
+            "now": tx.now,
+            "alive": int(alive),
+        },
+    )
 
 
 def record_first_types(tx: Tx, entity_ids: Sequence[int]) -> None:
@@ -109,9 +114,14 @@ def record_type(tx: Tx, project: str, entity_id: int, entity_type: str, at: int)
     """Keep `entity_type` as the entity's type from `at` on, globally or in `project`."""
     tx.run(
         RECORD_TYPE,
-        {"id": entity_id, "project": project, "owner": tx.owner, "entity_type": entity_type,
-         "now": at},
-    )  # fmt: skip
+        {
+            "id": entity_id,
+            "project": project,
+            "owner": tx.owner,
+            "entity_type": entity_type,
+            "now": at,
+        },
+    )
 
 
 @dataclass(slots=True)

@@ -193,9 +193,10 @@ class MemoryScope:
         if what == "session":
             session_id = parse_arguments(_SessionArgs, session_id=session_id).session_id
         result = await self._store.write(
-            self.key.app, self.key.user,
+            self.key.app,
+            self.key.user,
             lambda tx: admin.purge(tx, what, self.project, session_id),
-        )  # fmt: skip
+        )
         await self._store.compact()
         return result
 

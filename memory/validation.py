@@ -189,9 +189,12 @@ def _describe(error: Any) -> str:
     if kind.endswith("_type") or kind.endswith("_parsing"):
         expected = kind.split("_")[0]
         expected = {
-            "int": "an integer", "string": "a string", "list": "a list",
-            "model": "an object", "dict": "an object",
-        }.get(expected, expected)  # fmt: skip
+            "int": "an integer",
+            "string": "a string",
+            "list": "a list",
+            "model": "an object",
+            "dict": "an object",
+        }.get(expected, expected)
         if kind == "bool_type" or kind == "bool_parsing":
             expected = "true or false"
         got = "null" if value is None else type(value).__name__

@@ -127,9 +127,13 @@ def upsert_entity(
         if scope.project and row["recorded_at"] < tx.now:
             tx.run(
                 SET_PROJECT_TYPE,
-                {"id": row["id"], "project": scope.project, "owner": owner,
-                 "entity_type": entity_type},
-            )  # fmt: skip
+                {
+                    "id": row["id"],
+                    "project": scope.project,
+                    "owner": owner,
+                    "entity_type": entity_type,
+                },
+            )
             record_type(tx, scope.project, row["id"], entity_type, tx.now)
         else:
             retype(tx, row["id"], entity_type)

@@ -372,10 +372,17 @@ async def open_nodes(names: Any = None) -> CallToolResult:
 ADAPTERS = {
     fn.__name__: fn
     for fn in (
-        create_entities, create_relations, add_observations, delete_entities,
-        delete_observations, delete_relations, read_graph, search_nodes, open_nodes,
+        create_entities,
+        create_relations,
+        add_observations,
+        delete_entities,
+        delete_observations,
+        delete_relations,
+        read_graph,
+        search_nodes,
+        open_nodes,
     )
-}  # fmt: skip
+}
 
 
 def _guarded(fn: Any) -> Any:
@@ -396,9 +403,12 @@ def build_compat_tools() -> list[Tool]:
     for name, spec in TOOLS.items():
         fn = ADAPTERS[name]
         tool = Tool.from_function(
-            fn, title=spec.title, description=spec.description, annotations=spec.annotations,
+            fn,
+            title=spec.title,
+            description=spec.description,
+            annotations=spec.annotations,
             structured_output=False,
-        )  # fmt: skip
+        )
         tool.fn = _guarded(fn)
         tool.parameters = spec.input_schema
         # Published as the reference publishes it; each tool builds its own result.

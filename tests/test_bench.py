@@ -41,9 +41,14 @@ def test_longmemeval_runs(tmp_path: Path) -> None:
 @pytest.mark.skipif(not LOCOMO.exists(), reason="LoCoMo data not beside the repository")
 def test_locomo_runs(tmp_path: Path) -> None:
     out = _run(
-        "bench.locomo", "--conversations", "1", "--questions", "3",
-        "--json", str(tmp_path / "r.json"),
-    )  # fmt: skip
+        "bench.locomo",
+        "--conversations",
+        "1",
+        "--questions",
+        "3",
+        "--json",
+        str(tmp_path / "r.json"),
+    )
     assert "LoCoMo dev: 1 conversation;" in out and "adversarial (category 5)" in out
     assert "(a) turns: 3 questions scored" in out and "(b) facts: " in out
     assert "| question type | n | recall_any@5 | recall_any@10 | recall_any@25 |" in out
@@ -55,8 +60,11 @@ def test_locomo_runs(tmp_path: Path) -> None:
     assert "search_nodes result JSON: p50" in out and "ingest: " in out
     result = json.loads((tmp_path / "r.json").read_text())
     assert len(result["turns"]) == 3 and set(result["facts"][0]["baseline"]) == {
-        "fact_any@5", "fact_any@10", "fact_recall@5", "fact_recall@10"
-    }  # fmt: skip
+        "fact_any@5",
+        "fact_any@10",
+        "fact_recall@5",
+        "fact_recall@10",
+    }
 
 
 def test_search_latency_runs() -> None:
@@ -69,9 +77,22 @@ def test_search_latency_runs() -> None:
 
 def test_tenants_runs(tmp_path: Path) -> None:
     out = _run(
-        "bench.tenants", "--users", "4", "--facts", "40", "--turns", "40", "--queries", "6",
-        "--samples", "2", "--dir", str(tmp_path), "--json", str(tmp_path / "r.json"),
-    )  # fmt: skip
+        "bench.tenants",
+        "--users",
+        "4",
+        "--facts",
+        "40",
+        "--turns",
+        "40",
+        "--queries",
+        "6",
+        "--samples",
+        "2",
+        "--dir",
+        str(tmp_path),
+        "--json",
+        str(tmp_path / "r.json"),
+    )
     assert "Tenants: 4 users x (40 facts on 4 entities + 40 turns)" in out
     assert "Sample users (owner order): user00000, user00003" in out
     assert "Machine: " in out and "Phases: generate " in out and "import shared " in out
@@ -106,8 +127,10 @@ def test_scale_runs(tmp_path: Path) -> None:
     assert "Cold start:" in out and "Server peak RSS:" in out
     result = json.loads((tmp_path / "r.json").read_text())["sizes"][0]
     assert result["facts"] == 300 and set(result["operations"]["recall"]) == {
-        "api", "stdio", "sdk_client"
-    }  # fmt: skip
+        "api",
+        "stdio",
+        "sdk_client",
+    }
 
 
 @pytest.mark.skipif(
@@ -136,9 +159,18 @@ def test_peer_runs(tmp_path: Path) -> None:
 @pytest.mark.parametrize("client", ["raw", "sdk"])
 def test_load_runs(tmp_path: Path, client: str) -> None:
     out = _run(
-        "bench.load", "--clients", "2", "--seconds", "2", "--entities", "20", "--client", client,
-        "--json", str(tmp_path / "r.json"),
-    )  # fmt: skip
+        "bench.load",
+        "--clients",
+        "2",
+        "--seconds",
+        "2",
+        "--entities",
+        "20",
+        "--client",
+        client,
+        "--json",
+        str(tmp_path / "r.json"),
+    )
     header = "| operation | calls | calls/s | p50 ms | p99 ms | max ms | tool errors | exceptions |"
     assert header in out
     for operation in ("search_nodes", "profile_card", "remember (write)", "all"):
@@ -153,8 +185,11 @@ def test_load_runs(tmp_path: Path, client: str) -> None:
 def test_load_refuses_too_many_clients() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "bench.load", "--clients", "65"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "--clients: must be between 1 and 64" in done.stderr
 
 

@@ -417,17 +417,35 @@ async def test_an_export_without_the_new_lines_imports_todays_types_as_the_first
     ("record", "message"),
     [
         ({"type": "entity_life", "name": "Bob", "at": "2026-01-01T00:00:00Z"}, "'deleted'"),
-        ({"type": "entity_life", "name": "", "at": "2026-01-01T00:00:00Z", "deleted": True},
-         "'name'"),
+        (
+            {"type": "entity_life", "name": "", "at": "2026-01-01T00:00:00Z", "deleted": True},
+            "'name'",
+        ),
         ({"type": "entity_life", "name": "Bob", "deleted": True}, "'at'"),
-        ({"type": "entity_type_version", "name": "Bob", "recorded_at": "2026-01-01T00:00:00Z"},
-         "'entity_type'"),
-        ({"type": "entity_type_version", "name": "Bob", "entity_type": "x",
-          "recorded_at": "later"}, "recorded_at"),
-        ({"type": "entity_life", "name": "Nobody", "at": "2026-01-01T00:00:00Z",
-          "deleted": True}, "no entity named 'Nobody'"),
+        (
+            {"type": "entity_type_version", "name": "Bob", "recorded_at": "2026-01-01T00:00:00Z"},
+            "'entity_type'",
+        ),
+        (
+            {
+                "type": "entity_type_version",
+                "name": "Bob",
+                "entity_type": "x",
+                "recorded_at": "later",
+            },
+            "recorded_at",
+        ),
+        (
+            {
+                "type": "entity_life",
+                "name": "Nobody",
+                "at": "2026-01-01T00:00:00Z",
+                "deleted": True,
+            },
+            "no entity named 'Nobody'",
+        ),
     ],
-)  # fmt: skip
+)
 async def test_bad_entity_record_lines_keep_nothing(
     world: MemoryScope, db_path: Path, record: dict[str, object], message: str
 ) -> None:

@@ -40,19 +40,39 @@ T = "2026-01-01T00:00:00Z"
 
 
 def _observation(i: int, entity: str = "Alice") -> str:
-    return json.dumps({
-        "type": "observation", "id": f"o{i}", "entity": entity, "text": f"fact {i}",
-        "attribute": None, "project": None, "valid_from": T, "recorded_at": T,
-        "valid_to": None, "invalidated_at": None, "reason": None,
-    })  # fmt: skip
+    return json.dumps(
+        {
+            "type": "observation",
+            "id": f"o{i}",
+            "entity": entity,
+            "text": f"fact {i}",
+            "attribute": None,
+            "project": None,
+            "valid_from": T,
+            "recorded_at": T,
+            "valid_to": None,
+            "invalidated_at": None,
+            "reason": None,
+        }
+    )
 
 
 def _relation(i: int, relation: str) -> str:
-    return json.dumps({
-        "type": "relation", "id": f"r{i}", "source": "Alice", "relation": relation,
-        "target": "Bob", "project": None, "valid_from": T, "recorded_at": T,
-        "valid_to": None, "invalidated_at": None, "reason": None,
-    })  # fmt: skip
+    return json.dumps(
+        {
+            "type": "relation",
+            "id": f"r{i}",
+            "source": "Alice",
+            "relation": relation,
+            "target": "Bob",
+            "project": None,
+            "valid_from": T,
+            "recorded_at": T,
+            "valid_to": None,
+            "invalidated_at": None,
+            "reason": None,
+        }
+    )
 
 
 async def test_a_one_shot_iterable_is_imported_in_batches(db_path: Path) -> None:
@@ -199,9 +219,15 @@ async def test_a_large_import_merges_the_index_it_filled(db_path: Path) -> None:
 
 def _turn(i: int, **fields: object) -> str:
     record = {
-        "type": "turn", "id": f"t{i}", "session_id": "s", "role": "user", "text": f"turn {i}",
-        "at": T, "recorded_at": T, "project": None,
-    }  # fmt: skip
+        "type": "turn",
+        "id": f"t{i}",
+        "session_id": "s",
+        "role": "user",
+        "text": f"turn {i}",
+        "at": T,
+        "recorded_at": T,
+        "project": None,
+    }
     return json.dumps({**record, **fields})
 
 
@@ -243,8 +269,14 @@ async def test_an_id_of_another_memory_says_what_earlier_batches_kept(db_path: P
 
 
 async def test_a_cap_in_a_line_split_across_batches_says_part_was_kept(db_path: Path) -> None:
-    many = json.dumps({"type": "entity", "name": "A", "entityType": "t", "observations": [
-        f"fact {i}" for i in range(120)]})  # fmt: skip
+    many = json.dumps(
+        {
+            "type": "entity",
+            "name": "A",
+            "entityType": "t",
+            "observations": [f"fact {i}" for i in range(120)],
+        }
+    )
     async with GraphMemory.open(db_path, max_facts=60) as mem:
         scope = mem.scope(app="a", user="u")
         with pytest.raises(InvalidInputError, match=r"part of line 1 was imported"):
@@ -256,8 +288,28 @@ JSON_VALUES = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner),
     max_leaves=12,
 )
-JUNK = ["", "}", "]", ",", ":", "\\", '"', "\\ud800", "\\udc00x", "NaN", "-Infinity", "01", "1.",
-        " ", "\t", "\x0c", "\u2028", "\ufeff", "\x00", "é"]  # fmt: skip
+JUNK = [
+    "",
+    "}",
+    "]",
+    ",",
+    ":",
+    "\\",
+    '"',
+    "\\ud800",
+    "\\udc00x",
+    "NaN",
+    "-Infinity",
+    "01",
+    "1.",
+    " ",
+    "\t",
+    "\x0c",
+    "\u2028",
+    "\ufeff",
+    "\x00",
+    "é",
+]
 
 
 @given(value=JSON_VALUES, ascii=st.booleans(), at=st.integers(0, 300), junk=st.sampled_from(JUNK))
@@ -285,24 +337,78 @@ def test_lines_the_faster_parser_refuses_are_decoded_by_json(line: str) -> None:
 def _plain_records() -> list[dict[str, object]]:
     return [
         json.loads(_observation(1)),
-        {**json.loads(_observation(2)), "attribute": "plan", "project": "p", "reason": "r",
-         "valid_to": "2026-02-01T00:00:00Z", "invalidated_at": "2026-02-01T00:00:00.5Z"},
+        {
+            **json.loads(_observation(2)),
+            "attribute": "plan",
+            "project": "p",
+            "reason": "r",
+            "valid_to": "2026-02-01T00:00:00Z",
+            "invalidated_at": "2026-02-01T00:00:00.5Z",
+        },
         json.loads(_relation(1, "works at")),
         json.loads(_turn(1)),
-        {"type": "entity", "name": "Alice", "entity_type": "person", "project": None,
-         "recorded_at": T},
-    ]  # fmt: skip
+        {
+            "type": "entity",
+            "name": "Alice",
+            "entity_type": "person",
+            "project": None,
+            "recorded_at": T,
+        },
+    ]
 
 
 ODD_VALUES = [
-    None, "", " ", "\u2003", "x" * 65, "x" * 201, "x" * 2_001, 5, 1.5, True, [], {}, "a\x00b",
-    "a\ud800", "2026-13-01T00:00:00Z", "2026-01-01", "2026-01-01T03:00:00+02:00", "2025-06-01T00:00:00Z",
-    "2027-01-01T00:00:00.123456Z", "works at", "!!!", "observation", "turn", "entity", "fact 1",
-]  # fmt: skip
+    None,
+    "",
+    " ",
+    "\u2003",
+    "x" * 65,
+    "x" * 201,
+    "x" * 2_001,
+    5,
+    1.5,
+    True,
+    [],
+    {},
+    "a\x00b",
+    "a\ud800",
+    "2026-13-01T00:00:00Z",
+    "2026-01-01",
+    "2026-01-01T03:00:00+02:00",
+    "2025-06-01T00:00:00Z",
+    "2027-01-01T00:00:00.123456Z",
+    "works at",
+    "!!!",
+    "observation",
+    "turn",
+    "entity",
+    "fact 1",
+]
 TIME_FIELDS = ["valid_from", "valid_to", "recorded_at", "invalidated_at", "at"]
-FIELDS = ["type", "id", "entity", "text", "attribute", "project", "valid_from", "valid_to",
-          "recorded_at", "invalidated_at", "reason", "source", "relation", "target", "session_id",
-          "role", "at", "name", "entity_type", "entityType", "observations", "from"]  # fmt: skip
+FIELDS = [
+    "type",
+    "id",
+    "entity",
+    "text",
+    "attribute",
+    "project",
+    "valid_from",
+    "valid_to",
+    "recorded_at",
+    "invalidated_at",
+    "reason",
+    "source",
+    "relation",
+    "target",
+    "session_id",
+    "role",
+    "at",
+    "name",
+    "entity_type",
+    "entityType",
+    "observations",
+    "from",
+]
 
 
 def _full_check(record: object) -> tuple[str, object]:
@@ -368,8 +474,12 @@ def test_ordinary_lines_take_the_plain_check() -> None:
 def _fts_agrees(db_path: Path) -> None:
     """Every full-text index holds exactly its table's rows."""
     with sqlite3.connect(db_path) as conn:
-        for table, key in [("entity", "id"), ("observation", "seq"), ("relation", "seq"),
-                           ("turn", "seq")]:  # fmt: skip
+        for table, key in [
+            ("entity", "id"),
+            ("observation", "seq"),
+            ("relation", "seq"),
+            ("turn", "seq"),
+        ]:
             conn.execute(
                 f"INSERT INTO {table}_fts ({table}_fts, rank) VALUES ('integrity-check', 1)"
             )
@@ -421,11 +531,14 @@ async def test_own_lines_find_entities_that_reference_lines_created_in_the_batch
         {"type": "entity", "name": "Bob", "entityType": "person", "observations": ["likes tea"]}
     )
     lines = [
-        _observation(1, entity="Alice"), _observation(2, entity=" ALICE "), reference,
-        _observation(3, entity="bob"), _relation(4, "knows"),
+        _observation(1, entity="Alice"),
+        _observation(2, entity=" ALICE "),
+        reference,
+        _observation(3, entity="bob"),
+        _relation(4, "knows"),
         json.dumps({"type": "relation", "from": "alice", "to": "Carol", "relationType": "knows"}),
         _observation(5, entity="carol"),
-    ]  # fmt: skip
+    ]
     async with GraphMemory.open(db_path) as mem:
         scope = mem.scope(app="a", user="u")
         result = await scope.import_lines(lines)
@@ -433,8 +546,11 @@ async def test_own_lines_find_entities_that_reference_lines_created_in_the_batch
         opened = await scope.open_nodes(names=["Alice", "Bob", "Carol"])
         assert [e.name for e in opened.entities] == ["Alice", "Bob", "Carol"]
         facts = {e.name: sorted(o.text for o in e.observations) for e in opened.entities}
-        assert facts == {"Alice": ["fact 1", "fact 2"], "Bob": ["fact 3", "likes tea"],
-                         "Carol": ["fact 5"]}  # fmt: skip
+        assert facts == {
+            "Alice": ["fact 1", "fact 2"],
+            "Bob": ["fact 3", "likes tea"],
+            "Carol": ["fact 5"],
+        }
     _fts_agrees(db_path)
 
 
@@ -454,8 +570,14 @@ def _at(day: int) -> str:
 
 
 def _fact(identifier: str, entity: str, day: int) -> str:
-    return json.dumps({**json.loads(_observation(0, entity)), "id": identifier,
-                       "valid_from": _at(day), "recorded_at": _at(day)})  # fmt: skip
+    return json.dumps(
+        {
+            **json.loads(_observation(0, entity)),
+            "id": identifier,
+            "valid_from": _at(day),
+            "recorded_at": _at(day),
+        }
+    )
 
 
 def _changed_at(db_path: Path) -> dict[str, str]:
@@ -467,13 +589,26 @@ def _changed_at(db_path: Path) -> dict[str, str]:
 async def test_changed_at_counts_the_rows_an_import_wrote_and_no_others(db_path: Path) -> None:
     """A new entity is written with the changed_at of its rows in the batch: rows
     skipped as already stored must not count; a stored entity is only ever raised."""
-    entity = json.dumps({"type": "entity", "name": "Zed", "entity_type": "t", "project": None,
-                         "recorded_at": _at(1)})  # fmt: skip
+    entity = json.dumps(
+        {
+            "type": "entity",
+            "name": "Zed",
+            "entity_type": "t",
+            "project": None,
+            "recorded_at": _at(1),
+        }
+    )
     async with GraphMemory.open(db_path) as mem:
         scope = mem.scope(app="a", user="u")
         await scope.import_lines([_fact("o1", "Old", 3), _fact("o2", "Gone", 8)])
-        lines = [entity, _fact("o1", "Zed", 9), _fact("o3", "Zed", 5), _fact("o2", "Yan", 7),
-                 _fact("o4", "Old", 6), _fact("o5", "Old", 2)]  # fmt: skip
+        lines = [
+            entity,
+            _fact("o1", "Zed", 9),
+            _fact("o3", "Zed", 5),
+            _fact("o2", "Yan", 7),
+            _fact("o4", "Old", 6),
+            _fact("o5", "Old", 2),
+        ]
         result = await scope.import_lines(lines)
         assert (result.entities, result.observations, result.skipped) == (1, 3, 2)
     assert _changed_at(db_path) == {"Old": _at(6), "Gone": _at(8), "Zed": _at(5), "Yan": _at(7)}
@@ -484,8 +619,13 @@ async def test_entities_are_numbered_in_the_order_lines_name_them(db_path: Path)
     reference = json.dumps(
         {"type": "entity", "name": "Bea", "entityType": "t", "observations": ["x"]}
     )
-    lines = [_fact("o1", "Ann", 1), _relation(2, "knows").replace("Alice", "Cid"), reference,
-             _fact("o3", "Dan", 3), _fact("o4", "bea", 4)]  # fmt: skip
+    lines = [
+        _fact("o1", "Ann", 1),
+        _relation(2, "knows").replace("Alice", "Cid"),
+        reference,
+        _fact("o3", "Dan", 3),
+        _fact("o4", "bea", 4),
+    ]
     async with GraphMemory.open(db_path) as mem:
         await mem.scope(app="a", user="u").import_lines(lines)
     with sqlite3.connect(db_path) as conn:
@@ -541,8 +681,15 @@ def test_an_error_reading_the_input_is_told_after_the_lines_before_it(bad: int |
 
 
 def _typed(name: str, entity_type: str) -> str:
-    return json.dumps({"type": "entity", "name": name, "entity_type": entity_type,
-                       "project": None, "recorded_at": _at(1)})  # fmt: skip
+    return json.dumps(
+        {
+            "type": "entity",
+            "name": name,
+            "entity_type": entity_type,
+            "project": None,
+            "recorded_at": _at(1),
+        }
+    )
 
 
 @pytest.mark.parametrize("batch_size", [100, 1])
@@ -559,12 +706,25 @@ async def test_an_entity_line_after_a_fact_naming_it_gives_its_type(
         scope = mem.scope(app="a", user="u")
         await scope.remember(entity="Chosen", facts=["x"], entity_type="person")
         await scope.remember(entity="Plain", facts=["y"])
-        lines = [_fact("o1", "Ann", 1), _fact("o2", "Rex", 2), _fact("o3", "Chosen", 3),
-                 _typed("ann", "person"), reference_entity, _typed("Chosen", "robot"),
-                 _typed("Plain", "place"), _fact("o4", "Bo", 4), _typed("Bo", "general")]  # fmt: skip
+        lines = [
+            _fact("o1", "Ann", 1),
+            _fact("o2", "Rex", 2),
+            _fact("o3", "Chosen", 3),
+            _typed("ann", "person"),
+            reference_entity,
+            _typed("Chosen", "robot"),
+            _typed("Plain", "place"),
+            _fact("o4", "Bo", 4),
+            _typed("Bo", "general"),
+        ]
         await scope.import_lines(lines, batch_size=batch_size)
         opened = await scope.open_nodes(names=["Ann", "Rex", "Chosen", "Plain", "Bo"])
     types = {entity.name: entity.entity_type for entity in opened.entities}
-    assert types == {"Ann": "person", "Rex": "dog", "Chosen": "person", "Plain": "place",
-                     "Bo": "general"}  # fmt: skip
+    assert types == {
+        "Ann": "person",
+        "Rex": "dog",
+        "Chosen": "person",
+        "Plain": "place",
+        "Bo": "general",
+    }
     _fts_agrees(db_path)

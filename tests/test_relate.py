@@ -193,8 +193,11 @@ async def test_an_entity_created_and_typed_twice_in_one_call_is_searchable(
     """Found in review: a relation to itself with two types created the entity and
     changed its type in one transaction, before its search entry existed."""
     await alice.relate(
-        source="Zebra", relation="likes", target="Zebra", source_type="animal",
+        source="Zebra",
+        relation="likes",
+        target="Zebra",
+        source_type="animal",
         target_type="mascot",
-    )  # fmt: skip
+    )
     hits = (await alice.search_nodes(query="mascot")).hits
     assert [(h.entity.name, h.entity.entity_type) for h in hits] == [("Zebra", "mascot")]

@@ -347,9 +347,13 @@ async def test_changed_at_follows_every_write_without_insert_triggers(db_path: P
         own = (await in_p.relate(source="Bob", relation="likes", target="Cid")).relation
         await in_p.forget(ids=[own.id])
         await in_p.import_lines(
-            [line.replace('"project":null', '"project":"p"').replace('"o1"', '"o2"')
-             .replace('"r1"', '"r2"') for line in export]
-        )  # fmt: skip
+            [
+                line.replace('"project":null', '"project":"p"')
+                .replace('"o1"', '"o2"')
+                .replace('"r1"', '"r2"')
+                for line in export
+            ]
+        )
     with sqlite3.connect(db_path) as conn:
         triggers = {
             n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type='trigger'")

@@ -329,9 +329,11 @@ class TemporalMachine(RuleBasedStateMachine):
                 in_slot = [
                     r
                     for r in m.in_ctx(ctx)
-                    if r.is_fact and r.entity == k and r.attribute
+                    if r.is_fact
+                    and r.entity == k
+                    and r.attribute
                     and key(r.attribute) == key(attribute)
-                ]  # fmt: skip
+                ]
                 end = m.backfill_end(in_slot, vf)
                 keep = {key(f) for f in facts}
                 if end is None:  # the call becomes the whole slot

@@ -154,9 +154,14 @@ def _write_type_version(batch: Batch, step: TypeVersionStep) -> None:
     entity_id = _entity_id(tx, step.name, "type version")
     tx.run(
         RECORD_TYPE,
-        {"id": entity_id, "project": step.project or GLOBAL, "owner": tx.owner,
-         "entity_type": step.entity_type, "now": step.recorded_at},
-    )  # fmt: skip
+        {
+            "id": entity_id,
+            "project": step.project or GLOBAL,
+            "owner": tx.owner,
+            "entity_type": step.entity_type,
+            "now": step.recorded_at,
+        },
+    )
     batch.latest = max(batch.latest, step.recorded_at)
 
 
@@ -165,9 +170,14 @@ def _write_life(batch: Batch, step: LifeStep) -> None:
     entity_id = _entity_id(tx, step.name, "deletion")
     tx.run(
         RECORD_LIFE,
-        {"id": entity_id, "project": step.project or GLOBAL, "owner": tx.owner,
-         "now": step.at, "alive": int(not step.deleted)},
-    )  # fmt: skip
+        {
+            "id": entity_id,
+            "project": step.project or GLOBAL,
+            "owner": tx.owner,
+            "now": step.at,
+            "alive": int(not step.deleted),
+        },
+    )
     batch.latest = max(batch.latest, step.at)
 
 

@@ -135,13 +135,25 @@ async def serving(tmp_path: Path, *args: str, host: str = "127.0.0.1") -> AsyncI
     """`chronomem serve --port P --db tmp_path/memory.db ARGS`, ready to connect to."""
     port = free_port()
     log = tmp_path / f"server-{port}.log"
-    command = [CHRONOMEM, "serve", "--host", host, "--port", str(port),
-               "--db", str(tmp_path / "memory.db"), *args]  # fmt: skip
+    command = [
+        CHRONOMEM,
+        "serve",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--db",
+        str(tmp_path / "memory.db"),
+        *args,
+    ]
     with log.open("w") as err:
         process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=err, text=True,
+            command,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            text=True,
             env={**os.environ, "CHRONOMEM_DB": ""},
-        )  # fmt: skip
+        )
     try:
         await wait_for_port(port, process, host, log.read_text)
         yield Served(port, process, log)

@@ -61,8 +61,10 @@ def test_a_bad_prompts_get_over_stdio_names_the_field(tmp_path: Path) -> None:
     done = subprocess.run(
         [CHRONOMEM, "serve", "--db", str(tmp_path / "memory.db")],
         input="".join(json.dumps(line) + "\n" for line in lines),
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     answers = {a["id"]: a for a in map(json.loads, done.stdout.splitlines()) if "id" in a}
     for number, (_, field) in enumerate(BAD_PROMPTS, 10):
         assert_invalid(answers[number], field)
@@ -71,9 +73,14 @@ def test_a_bad_prompts_get_over_stdio_names_the_field(tmp_path: Path) -> None:
 
 def cut_off(port: int, path: str, *headers: str) -> None:
     """A POST that promises 1,000 bytes, sends a dozen and hangs up."""
-    head = [f"POST {path} HTTP/1.1", f"Host: 127.0.0.1:{port}",
-            "Content-Type: application/json", "Accept: application/json, text/event-stream",
-            "Content-Length: 1000", *headers]  # fmt: skip
+    head = [
+        f"POST {path} HTTP/1.1",
+        f"Host: 127.0.0.1:{port}",
+        "Content-Type: application/json",
+        "Accept: application/json, text/event-stream",
+        "Content-Length: 1000",
+        *headers,
+    ]
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.sendall(("\r\n".join(head) + "\r\n\r\n" + '{"jsonrpc":').encode())
 

@@ -896,9 +896,16 @@ async def test_serve_compat_over_stdio_as_a_client_config_runs_it(tmp_path) -> N
     async with Client(params) as client:
         names = [tool.name for tool in (await client.list_tools()).tools]
         assert names == [
-            "create_entities", "create_relations", "add_observations", "delete_entities",
-            "delete_observations", "delete_relations", "read_graph", "search_nodes", "open_nodes",
-        ]  # fmt: skip
+            "create_entities",
+            "create_relations",
+            "add_observations",
+            "delete_entities",
+            "delete_observations",
+            "delete_relations",
+            "read_graph",
+            "search_nodes",
+            "open_nodes",
+        ]
         created = await client.call_tool(
             "create_entities",
             {"entities": [{"name": "Ada", "entityType": "person", "observations": ["codes"]}]},

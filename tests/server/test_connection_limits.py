@@ -31,8 +31,9 @@ async def answer_to(sock: SocketStream) -> bytes:
 async def test_a_huge_header_is_answered_431_before_it_is_read_whole(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens.json"
     alice = make_token(tokens, "--app", "coach", "--user", "alice")
-    async with serving(tmp_path, "--transport", "http", "--auth-tokens", str(tokens),
-                       "--max-header-bytes", "16384") as served:  # fmt: skip
+    async with serving(
+        tmp_path, "--transport", "http", "--auth-tokens", str(tokens), "--max-header-bytes", "16384"
+    ) as served:
         sock = await anyio.connect_tcp("127.0.0.1", served.port)
         async with sock:
             head = f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{served.port}\r\nX-Flood: "
@@ -67,8 +68,9 @@ async def test_a_connection_that_never_finishes_its_request_head_is_closed(
 
 
 async def test_connections_past_the_cap_are_refused_with_503(tmp_path: Path) -> None:
-    async with serving(tmp_path, "--transport", "http", "--max-connections", "4",
-                       "--keep-alive-timeout", "60") as served:  # fmt: skip
+    async with serving(
+        tmp_path, "--transport", "http", "--max-connections", "4", "--keep-alive-timeout", "60"
+    ) as served:
         request = f"GET /nothing HTTP/1.1\r\nHost: 127.0.0.1:{served.port}\r\n\r\n".encode()
         held = [await anyio.connect_tcp("127.0.0.1", served.port) for _ in range(4)]
         for sock in held:  # each answered and kept open

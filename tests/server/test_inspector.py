@@ -31,10 +31,19 @@ def inspector() -> Path:
         # npm refuses a package name starting with a dot, so the folder gets its own.
         (FOLDER / "package.json").write_text('{"name": "chronomem-inspector", "private": true}\n')
         subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error",
-             f"@modelcontextprotocol/inspector@{VERSION}"],
-            cwd=FOLDER, check=True, timeout=600, capture_output=True,
-        )  # fmt: skip
+            [
+                "npm",
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--loglevel=error",
+                f"@modelcontextprotocol/inspector@{VERSION}",
+            ],
+            cwd=FOLDER,
+            check=True,
+            timeout=600,
+            capture_output=True,
+        )
     return BINARY
 
 
@@ -53,13 +62,29 @@ def test_inspector_lists_calls_and_reads(inspector: Path, tmp_path: Path) -> Non
     db = tmp_path / "memory.db"
     tools = run_inspector(inspector, db, "--method", "tools/list")["tools"]
     assert {tool["name"] for tool in tools} == {
-        "remember", "relate", "forget", "search_nodes", "open_nodes", "read_graph",
-        "profile_card", "history", "record_turns", "recall",
-    }  # fmt: skip
+        "remember",
+        "relate",
+        "forget",
+        "search_nodes",
+        "open_nodes",
+        "read_graph",
+        "profile_card",
+        "history",
+        "record_turns",
+        "recall",
+    }
     called = run_inspector(
-        inspector, db, "--method", "tools/call", "--tool-name", "remember",
-        "--tool-arg", "entity=Alice", "--tool-arg", 'facts=["likes green tea"]',
-    )  # fmt: skip
+        inspector,
+        db,
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "remember",
+        "--tool-arg",
+        "entity=Alice",
+        "--tool-arg",
+        'facts=["likes green tea"]',
+    )
     assert called.get("isError") is not True
     assert called["structuredContent"]["added"][0]["text"] == "likes green tea"
     read = run_inspector(inspector, db, "--method", "resources/read", "--uri", "memory://profile")

@@ -53,10 +53,16 @@ async def test_a_project_token_changes_nothing_outside_its_project(
     async with serving(tmp_path, *args) as server:
         url = server.url("/mcp" if transport == "http" else "/sse")
         async with http_client(url, owner) as client:
-            await _ok(client, "remember", {"entity": "Alice", "facts": ["basic plan"], "attribute": "plan"})  # fmt: skip
+            await _ok(
+                client,
+                "remember",
+                {"entity": "Alice", "facts": ["basic plan"], "attribute": "plan"},
+            )
             tea = await _ok(client, "remember", {"entity": "Alice", "facts": ["likes tea"]})
             soup = await _ok(client, "remember", {"entity": "Alice", "facts": ["likes soup"]})
-            await _ok(client, "relate", {"source": "Alice", "relation": "works at", "target": "Acme"})  # fmt: skip
+            await _ok(
+                client, "relate", {"source": "Alice", "relation": "works at", "target": "Acme"}
+            )
             before = await _everything(client)
         async with http_client(url, in_b) as client:
             before_b = await _everything(client)
@@ -64,14 +70,27 @@ async def test_a_project_token_changes_nothing_outside_its_project(
         async with http_client(url, in_a) as client:
             calls = [
                 ("remember", {"entity": "Alice", "facts": ["pro plan"], "attribute": "plan"}),
-                ("remember", {"entity": "Alice", "facts": ["likes coffee"],
-                              "replaces": [tea["added"][0]["id"]]}),
+                (
+                    "remember",
+                    {
+                        "entity": "Alice",
+                        "facts": ["likes coffee"],
+                        "replaces": [tea["added"][0]["id"]],
+                    },
+                ),
                 ("forget", {"ids": [soup["added"][0]["id"]], "reason": "not in A"}),
-                ("relate", {"source": "Alice", "relation": "works at", "target": "Initech",
-                            "exclusive": True}),
+                (
+                    "relate",
+                    {
+                        "source": "Alice",
+                        "relation": "works at",
+                        "target": "Initech",
+                        "exclusive": True,
+                    },
+                ),
                 ("forget", {"entities": ["Acme"]}),
                 ("forget", {"entities": ["Alice"]}),
-            ]  # fmt: skip
+            ]
             for tool, arguments in calls:
                 await _ok(client, tool, arguments)
             in_project = await _ok(client, "read_graph", {"include_history": True, "limit": 500})

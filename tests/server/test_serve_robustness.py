@@ -246,9 +246,13 @@ async def test_a_signal_to_an_http_server_checkpoints_and_closes(
 
 def _serve_until_end_of_input(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [CHRONOMEM, "serve", *args], input="", capture_output=True, text=True, timeout=60,
+        [CHRONOMEM, "serve", *args],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**os.environ, "CHRONOMEM_DB": ""},
-    )  # fmt: skip
+    )
 
 
 def test_serve_says_when_it_creates_a_new_database(tmp_path: Path) -> None:

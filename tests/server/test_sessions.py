@@ -71,10 +71,11 @@ async def test_a_token_at_its_session_cap_leaves_other_tokens_their_sessions(
 ) -> None:
     tokens, alice, bob = two_tokens(tmp_path)
     async with (
-        serving(tmp_path, "--transport", "http", "--auth-tokens", str(tokens),
-                "--max-sessions", "2") as served,
+        serving(
+            tmp_path, "--transport", "http", "--auth-tokens", str(tokens), "--max-sessions", "2"
+        ) as served,
         httpx2.AsyncClient(timeout=30) as http,
-    ):  # fmt: skip
+    ):
         url = served.url("/mcp")
         first, _ = await initialize(http, url, alice), await initialize(http, url, alice)
         over = await http.post(url, json=INITIALIZE, headers=bearer(alice))
@@ -91,11 +92,12 @@ async def test_a_token_at_its_cap_of_sse_streams_leaves_other_tokens_theirs(
 ) -> None:
     tokens, alice, bob = two_tokens(tmp_path)
     async with (
-        serving(tmp_path, "--transport", "sse", "--auth-tokens", str(tokens),
-                "--max-sessions", "1") as served,
+        serving(
+            tmp_path, "--transport", "sse", "--auth-tokens", str(tokens), "--max-sessions", "1"
+        ) as served,
         httpx2.AsyncClient(timeout=30) as http,
         http.stream("GET", served.url("/sse"), headers=bearer(alice)) as stream,
-    ):  # fmt: skip
+    ):
         lines = stream.aiter_lines()  # held: dropping it would close the stream
         await sse_endpoint(lines)
         async with http.stream("GET", served.url("/sse"), headers=bearer(alice)) as over:
@@ -122,10 +124,11 @@ async def test_an_idle_streamable_http_session_is_closed_and_frees_its_place(
     tmp_path: Path,
 ) -> None:
     async with (
-        serving(tmp_path, "--transport", "http", "--max-sessions", "1",
-                "--session-idle-timeout", "1") as served,
+        serving(
+            tmp_path, "--transport", "http", "--max-sessions", "1", "--session-idle-timeout", "1"
+        ) as served,
         httpx2.AsyncClient(timeout=30) as http,
-    ):  # fmt: skip
+    ):
         url = served.url("/mcp")
         idle = await initialize(http, url)
         assert_over_the_cap(await http.post(url, json=INITIALIZE, headers=bearer(None)))

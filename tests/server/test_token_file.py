@@ -44,10 +44,22 @@ def test_an_unsafe_or_malformed_token_file_is_refused_at_start(
     tokens.write_text(content if isinstance(content, str) else json.dumps(content))
     os.chmod(tokens, mode)
     done = subprocess.run(
-        [CHRONOMEM, "serve", "--transport", "http", "--port", str(free_port()),
-         "--auth-tokens", str(tokens), "--db", str(tmp_path / "memory.db")],
-        capture_output=True, text=True, timeout=20,
-    )  # fmt: skip
+        [
+            CHRONOMEM,
+            "serve",
+            "--transport",
+            "http",
+            "--port",
+            str(free_port()),
+            "--auth-tokens",
+            str(tokens),
+            "--db",
+            str(tmp_path / "memory.db"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
     assert done.returncode == 2
     assert done.stderr.startswith(f"chronomem: {tokens}: ")
     assert problem in done.stderr

@@ -157,8 +157,11 @@ async def test_output_schemas_require_exactly_what_every_result_carries(client: 
     timeline = listed["history"].output_schema["properties"]["timeline"]["items"]["oneOf"]
     assert all("kind" in item["required"] for item in timeline)
     assert listed["read_graph"].output_schema["required"] == [
-        "entities", "relations", "total_entities", "next_cursor"
-    ]  # fmt: skip
+        "entities",
+        "relations",
+        "total_entities",
+        "next_cursor",
+    ]
 
 
 async def test_every_tool_round_trips_structured_results(client: Client) -> None:
@@ -170,9 +173,13 @@ async def test_every_tool_round_trips_structured_results(client: Client) -> None
         return results[name][-1]
 
     first = await keep(
-        "remember", entity="Alice", entity_type="person", facts=["likes tea"],
-        attribute="drink", valid_from="2026-01-01",
-    )  # fmt: skip
+        "remember",
+        entity="Alice",
+        entity_type="person",
+        facts=["likes tea"],
+        attribute="drink",
+        valid_from="2026-01-01",
+    )
     fact_id = first["added"][0]["id"]
     await keep("remember", entity="Alice", facts=["likes coffee"], attribute="drink")
     await keep("remember", entity="Alice", facts=["likes coffee", "runs"])
@@ -198,13 +205,17 @@ async def test_every_tool_round_trips_structured_results(client: Client) -> None
     assert closed["kind"] == "observation" and closed["current"] is False
     history_schema = listed["history"].output_schema
     with pytest.raises(jsonschema.ValidationError):  # left out, never null
-        jsonschema.validate({**results["history"][0], "timeline": [
-            {**closed, "attribute": None}
-        ]}, history_schema)  # fmt: skip
+        jsonschema.validate(
+            {**results["history"][0], "timeline": [{**closed, "attribute": None}]}, history_schema
+        )
     with pytest.raises(jsonschema.ValidationError):  # always there
-        jsonschema.validate({"entity": "Alice", "timeline": [
-            {key: value for key, value in closed.items() if key != "recorded_at"}
-        ]}, history_schema)  # fmt: skip
+        jsonschema.validate(
+            {
+                "entity": "Alice",
+                "timeline": [{key: value for key, value in closed.items() if key != "recorded_at"}],
+            },
+            history_schema,
+        )
     assert results["search_nodes"][0]["hits"][0]["entity"]["name"] == "Alice"
     assert results["relate"][0]["relation"]["relation"] == "works_at"
     assert results["read_graph"][0]["next_cursor"] is not None

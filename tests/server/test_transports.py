@@ -106,9 +106,15 @@ async def test_tokens_isolate_scopes_and_read_only_cannot_write(
     path = "/mcp" if transport == "http" else "/sse"
     url = f"http://127.0.0.1:{port}{path}"
     with running_server(
-        "--transport", transport, "--port", str(port), "--auth-tokens", str(tokens),
-        "--db", str(tmp_path / "memory.db"),
-    ) as process:  # fmt: skip
+        "--transport",
+        transport,
+        "--port",
+        str(port),
+        "--auth-tokens",
+        str(tokens),
+        "--db",
+        str(tmp_path / "memory.db"),
+    ) as process:
         await wait_for_port(port, process)
         async with httpx2.AsyncClient() as raw:
             for headers in ({}, {"Authorization": "Bearer cm_wrong"}, {"Authorization": alice}):
@@ -141,9 +147,15 @@ async def test_tokens_isolate_scopes_and_read_only_cannot_write(
 async def test_unauthenticated_http_on_loopback_uses_the_start_scope(tmp_path: Path) -> None:
     port = free_port()
     with running_server(
-        "--transport", "http", "--port", str(port), "--db", str(tmp_path / "memory.db"),
-        "--user", "carol",
-    ) as process:  # fmt: skip
+        "--transport",
+        "http",
+        "--port",
+        str(port),
+        "--db",
+        str(tmp_path / "memory.db"),
+        "--user",
+        "carol",
+    ) as process:
         await wait_for_port(port, process)
         async with http_client(f"http://127.0.0.1:{port}/mcp") as client:
             await client.call_tool("remember", {"entity": "Carol", "facts": ["x"]})
@@ -183,9 +195,15 @@ async def test_http_refuses_a_request_body_over_the_limit(tmp_path: Path) -> Non
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     with running_server(
-        "--transport", "http", "--port", str(port), "--db", str(tmp_path / "memory.db"),
-        "--max-request-bytes", "4096",
-    ) as process:  # fmt: skip
+        "--transport",
+        "http",
+        "--port",
+        str(port),
+        "--db",
+        str(tmp_path / "memory.db"),
+        "--max-request-bytes",
+        "4096",
+    ) as process:
         await wait_for_port(port, process)
         flood = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "a" * 10_000}}
         body = json.dumps(flood).encode()
