@@ -25,7 +25,7 @@ format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-test: lint
+test: lint typecheck
 	$(BIN)/python -m pytest
 
 # The MCP server over streamable HTTP on loopback, with the default database; it

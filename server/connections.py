@@ -76,7 +76,7 @@ def guarded_protocol(limits: ConnectionLimits) -> type[HttpToolsProtocol]:
             self._head_timer: asyncio.TimerHandle | None = None
             self._refused = False
 
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # uvicorn's own signature, narrower than asyncio's
             super().connection_made(transport)
             if len(self.connections) > limits.max_connections:
                 self._refuse(too_many)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+from typing import TypeVar
+
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
 from memory import InvalidInputError
 
 from .access import scope_of
+
+R = TypeVar("R")
 
 __all__ = ["register"]
 
@@ -32,7 +37,7 @@ def register(server: MCPServer) -> None:
     @server.resource("memory://entities/{name}", name="entity", mime_type="application/json")
     async def entity(name: str) -> str:
         """One entity with its current facts and relations (the open_nodes result)."""
-        result = await _or_not_found(name, scope_of().open_nodes, [name])
+        result = await _or_not_found(name, scope_of().open_nodes([name]))
         if result.missing:
             raise ResourceNotFoundError(f"no entity named {name!r}")
         return result.model_dump_json()
@@ -42,11 +47,11 @@ def register(server: MCPServer) -> None:
     )
     async def entity_history(name: str) -> str:
         """An entity's timeline on both time axes (the history result)."""
-        return (await _or_not_found(name, scope_of().history, name)).model_dump_json()
+        return (await _or_not_found(name, scope_of().history(name))).model_dump_json()
 
 
-async def _or_not_found(name: str, read, argument):  # type: ignore[no-untyped-def]
+async def _or_not_found(name: str, read: Awaitable[R]) -> R:
     try:
-        return await read(argument)
+        return await read
     except InvalidInputError:
         raise ResourceNotFoundError(f"no entity named {name!r}") from None
