@@ -35,7 +35,17 @@ from typing import Any
 import anyio
 from mcp.server import MCPServer
 
-__all__ = ["EOF_GRACE", "LINE_LIMIT", "Owed", "refusal", "relayable", "serve_relayed"]
+__all__ = [
+    "EOF_GRACE",
+    "LINE_LIMIT",
+    "NOT_JSON",
+    "Owed",
+    "checked",
+    "client_lines",
+    "refusal",
+    "relayable",
+    "serve_relayed",
+]
 
 # The longest request line read; the largest valid request (200 turns of 20,000
 # characters, all escaped) is under half of it.
@@ -282,7 +292,7 @@ class SdkOutput(Descriptor):
             yield chunk
 
 
-async def _client_lines(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
+async def client_lines(reader: asyncio.StreamReader) -> AsyncIterator[bytes]:
     """The client's lines, each ending in `\\n`; a line over the reader's limit is
     dropped to its end and stands in as NOT_JSON."""
     while True:
@@ -310,7 +320,7 @@ async def _drop_line(reader: asyncio.StreamReader) -> None:
             return
 
 
-def _checked(line: bytes) -> tuple[Any, bytes | None]:
+def checked(line: bytes) -> tuple[Any, bytes | None]:
     """The message `line` holds (None if not JSON), and the answer refusing it (b""
     for no answer) when it is not valid UTF-8 or escapes a lone surrogate."""
     try:
@@ -355,8 +365,8 @@ class Relay:
         """Pass the client's lines on, answer those refused; at end of input, wait for
         the answers owed (at most `eof_grace`), then end the SDK's input."""
         try:
-            async for line in _client_lines(reader):
-                message, answer = _checked(line)
+            async for line in client_lines(reader):
+                message, answer = checked(line)
                 if answer is not None:
                     if answer:
                         await self.to_client(answer)
