@@ -7,7 +7,7 @@ Each tree's server (`python -c "from server.cli import main; main()" serve`, run
 that tree, so it imports that tree's `server`) gets the same small memory: 20
 entities of 5 facts. Then `--rounds` rounds of `--calls` searches that find nothing
 and `--calls` searches that find every entity, the servers called in turn, call by
-call, the order rotated at each call, so the machine's noise falls on both
+call, the order rotated at each call, so the machine's noise falls on all
 alike. A call is timed in raw JSON-RPC, from its request line out to its response
 line back; a server's CPU per call is read from /proc (Linux).
 """

@@ -383,14 +383,15 @@ class Relay:
     async def from_sdk(self) -> None:
         """Send the SDK's lines on, each counted as an answer when it is one. Cancelled,
         it closes the SDK's output, so a write the SDK is blocked in fails at once."""
-        pending = b""
+        pending: list[bytes] = []  # a line longer than a read, so far
         try:
             async for chunk in self.sdk_out.chunks():
-                pending += chunk
-                end = pending.rfind(b"\n") + 1
+                end = chunk.rfind(b"\n") + 1
                 if not end:
+                    pending.append(chunk)
                     continue
-                lines, pending = pending[:end], pending[end:]
+                lines, rest = b"".join([*pending, chunk[:end]]), chunk[end:]
+                pending = [rest] if rest else []
                 for line in lines.splitlines():
                     with suppress(ValueError):
                         self.owed.server_sent(json.loads(line))
@@ -399,7 +400,7 @@ class Relay:
             self.sdk_out.close()
             raise
         if pending:
-            await self.to_client(pending)
+            await self.to_client(b"".join(pending))
 
 
 @asynccontextmanager
@@ -410,18 +411,21 @@ async def _rewired(eof_grace: float) -> AsyncIterator[tuple[asyncio.StreamReader
     loop = asyncio.get_running_loop()
     saved = {fd: _private_copy(fd) for fd in (0, 1)}
     blocking = {fd: os.get_blocking(copy) for fd, copy in saved.items()}
-    client_in = os.fdopen(_private_copy(0), "rb", buffering=0)
-    client_out = Descriptor(_private_copy(1))
-    sdk_in_read, sdk_in_write = os.pipe()
-    sdk_out_read, sdk_out_write = os.pipe()
-    os.dup2(sdk_in_read, 0)
-    os.dup2(sdk_out_write, 1)
-    os.close(sdk_in_read)
-    os.close(sdk_out_write)
-    sdk_in, sdk_out = Descriptor(sdk_in_write), SdkOutput(sdk_out_read)
-    reader = asyncio.StreamReader(limit=LINE_LIMIT, loop=loop)
+    owned: list[Descriptor] = []
+    client_in = None
     transport: asyncio.ReadTransport | None = None
     try:
+        client_in = os.fdopen(_private_copy(0), "rb", buffering=0)
+        owned.append(client_out := Descriptor(_private_copy(1)))
+        sdk_in_read, sdk_in_write = os.pipe()
+        owned.append(sdk_in := Descriptor(sdk_in_write))
+        os.dup2(sdk_in_read, 0)
+        os.close(sdk_in_read)
+        sdk_out_read, sdk_out_write = os.pipe()
+        owned.append(sdk_out := SdkOutput(sdk_out_read))
+        os.dup2(sdk_out_write, 1)
+        os.close(sdk_out_write)
+        reader = asyncio.StreamReader(limit=LINE_LIMIT, loop=loop)
         transport, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader, loop=loop), client_in
         )
@@ -429,8 +433,9 @@ async def _rewired(eof_grace: float) -> AsyncIterator[tuple[asyncio.StreamReader
     finally:
         if transport is not None:
             transport.close()  # stops watching stdin at once
-        client_in.close()
-        for end in (client_out, sdk_in, sdk_out):
+        if client_in is not None:
+            client_in.close()
+        for end in owned:
             end.close()
         for fd, copy in saved.items():
             os.dup2(copy, fd)
