@@ -319,6 +319,27 @@ def test_requests_sent_just_before_end_of_input_are_answered(tmp_path: Path) -> 
     assert "Traceback" not in stderr.decode()
 
 
+def test_refusals_and_the_sdks_answers_come_whole_each(tmp_path: Path) -> None:
+    """The relay answers bad text itself while the SDK answers the rest: one writer,
+    so no line is cut into another, and each request gets its one answer."""
+    requests = [_request(1, "initialize", INITIALIZE), INITIALIZED]
+    for number in range(2, 402, 2):
+        requests.append(
+            b'{"jsonrpc": "2.0", "id": %d, "method": "ping", "params": {"x": "\xff"}}' % number
+        )
+        requests.append(_request(number + 1, "ping", {"pad": "x" * 5_000}))
+    with _serve(tmp_path) as process:
+        stdout, stderr = process.communicate(b"\n".join(requests) + b"\n", timeout=DEADLINE)
+    assert process.returncode == 0, stderr.decode()
+    answers = [json.loads(line) for line in stdout.splitlines()]
+    assert sorted(answer["id"] for answer in answers) == list(range(1, 402))
+    for answer in answers[1:]:
+        refused = answer["id"] % 2 == 0
+        assert ("error" in answer) is refused, answer
+        if refused:
+            assert answer["error"]["message"].startswith("x: is not valid UTF-8")
+
+
 @pytest.mark.parametrize("ends", ["one socket for both", "a socket each, stdout half-closed"])
 def test_serve_over_sockets(tmp_path: Path, ends: str) -> None:
     """inetd and socat give one socket as stdin and stdout; Node gives a socket pair
