@@ -1,4 +1,4 @@
-"""The stdio round trip of two source trees' `chronomem serve`, side by side.
+"""The stdio round trip of two or more source trees' `chronomem serve`, side by side.
 
     git archive <commit> --prefix=before/ | tar -x -C /tmp
     .venv/bin/python -m bench.stdio_rt before=/tmp/before after=. [--rounds 10] [--calls 100]
@@ -7,7 +7,7 @@ Each tree's server (`python -c "from server.cli import main; main()" serve`, run
 that tree, so it imports that tree's `server`) gets the same small memory: 20
 entities of 5 facts. Then `--rounds` rounds of `--calls` searches that find nothing
 and `--calls` searches that find every entity, the servers called in turn, call by
-call, the first one swapped at each call, so the machine's noise falls on both
+call, the order rotated at each call, so the machine's noise falls on all
 alike. A call is timed in raw JSON-RPC, from its request line out to its response
 line back; a server's CPU per call is read from /proc (Linux).
 """
@@ -68,7 +68,8 @@ async def measure(trees: dict[str, str], rounds: int, calls: int) -> None:
                 for label, query in QUERIES.items():
                     before = {n: cpu_seconds(s.process.pid) for n, s in servers.items()}
                     for call in range(calls):
-                        for name in names if call % 2 == 0 else names[::-1]:
+                        turn = call % len(names)
+                        for name in names[turn:] + names[:turn]:
                             started = time.perf_counter()
                             await servers[name].call_tool("search_nodes", {"query": query})
                             times[name, label].append(time.perf_counter() - started)
@@ -90,10 +91,12 @@ async def measure(trees: dict[str, str], rounds: int, calls: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("trees", nargs=2, metavar="NAME=TREE")
+    parser.add_argument("trees", nargs="+", metavar="NAME=TREE")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--calls", type=int, default=100)
     args = parser.parse_args()
+    if len(args.trees) < 2:
+        parser.error("give two trees or more")
     trees = dict(tree.split("=", 1) for tree in args.trees)
     asyncio.run(measure(trees, args.rounds, args.calls))
 

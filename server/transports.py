@@ -18,6 +18,7 @@ from .auth import BearerAuth, TokenFile
 from .connections import CompleteBodies, ConnectionLimits, guarded_protocol
 from .sessions import HttpSessionLimits, SessionLimit, SseSessionLimits
 from .settings import HTTP_PATH, MESSAGES_PATH, SSE_PATH, Settings, is_loopback
+from .stdio_relay import EOF_GRACE, relayable, serve_relayed
 
 __all__ = ["backend_options", "http_app", "rebinding_protection", "serve", "serve_stdio"]
 
@@ -111,12 +112,20 @@ def uvicorn_config(app: ASGIApp, host: str, port: int, settings: Settings) -> uv
     )
 
 
-async def serve_stdio(server: MCPServer) -> None:
-    """The SDK's own stdio transport (`run_stdio_async`): the SDK has no public way to
-    run an `MCPServer` on streams of our own, and a private one can break unnoticed."""
+async def serve_stdio(server: MCPServer, eof_grace: float = EOF_GRACE) -> None:
+    """The SDK's own stdio transport (`run_stdio_async`), behind `server.stdio_relay`
+    where stdin and stdout are pipes or sockets: bad text refused naming the field,
+    the requests read answered at end of input (waiting at most `eof_grace` seconds),
+    a stop by signal prompt while the client keeps stdin open."""
     try:
-        await server.run_stdio_async()
+        if relayable():
+            client_reading = await serve_relayed(server, eof_grace)
+        else:
+            await server.run_stdio_async()
+            client_reading = True
     except* (BrokenPipeError, ConnectionResetError):
+        client_reading = False
+    if not client_reading:
         # The client stopped reading (it exited or closed its end): nobody is left
         # to answer, which is the end of a stdio session, not a crash to report.
         with suppress(OSError):  # stderr may have gone with the client

@@ -148,42 +148,30 @@ def _remember_raw(number: int, entity: bytes) -> bytes:
     )
 
 
-@pytest.mark.parametrize("raw", BAD_TEXT.values(), ids=BAD_TEXT.keys())
-def test_stdio_goes_on_after_text_that_is_not_utf8(tmp_path: Path, raw: bytes) -> None:
-    """A pair of surrogates (one character) is text, and the server goes on after
-    text that is not: the SDK's transport decodes bad bytes as U+FFFD and drops,
-    unanswered, a line its JSON parser refuses (a lone surrogate)."""
-    db = tmp_path / "memory.db"
-    with stdio(db) as server:
-        server.send(_remember_raw(1, raw), answered=False)
-        server.send(
-            _call(2, "remember", entity="Alice", facts=["likes \U0001f375"]), answered=False
-        )
-        answer = server.receive()
-        while answer.get("id") != 2:
-            answer = server.receive()
-        assert answer["result"]["isError"] is False
-        stderr = server.finish()
-    assert "Traceback" not in stderr
-    assert "likes \U0001f375" in _stored_facts(db)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="the SDK's stdio transport, which reads the wire, decodes bad bytes as U+FFFD",
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        (BAD_TEXT["invalid UTF-8"], "is not valid UTF-8 (byte 0xe9)"),
+        (BAD_TEXT["lone surrogate"], "contains an unpaired surrogate"),
+    ],
+    ids=BAD_TEXT.keys(),
 )
 def test_stdio_answers_text_that_is_not_utf8_with_an_error_naming_the_field(
-    tmp_path: Path,
+    tmp_path: Path, raw: bytes, problem: str
 ) -> None:
+    """Refused, never stored (the SDK's transport alone stored bad bytes as U+FFFD and
+    dropped a lone surrogate unanswered); the server goes on, and a pair of
+    surrogates (one character) is text."""
     db = tmp_path / "memory.db"
     with stdio(db) as server:
-        answer = server.send(_remember_raw(1, BAD_TEXT["invalid UTF-8"]))
+        answer = server.send(_remember_raw(1, raw))
+        assert answer["id"] == 1
+        assert answer["error"]["message"] == f"entity: {problem}; send valid UTF-8 text"
+        emoji = server.send(_call(2, "remember", entity="Alice", facts=["likes \U0001f375"]))
+        assert emoji["result"]["isError"] is False
         stderr = server.finish()
     assert "Traceback" not in stderr
-    assert answer["id"] == 1
-    message = "entity: is not valid UTF-8 (byte 0xe9); send valid UTF-8 text"
-    assert answer["error"]["message"] == message
-    assert _stored_facts(db) == []
+    assert _stored_facts(db) == ["likes \U0001f375"]
 
 
 # ---------------------------------------------------------------- stopping
@@ -210,7 +198,8 @@ def test_a_signal_to_a_stdio_server_checkpoints_and_closes(
         assert server.send(_call(1, "remember", entity="Alice", facts=["likes tea"]))["result"]
         assert not _wal_is_gone_or_empty(db)  # the fact is in the WAL so far
         server.process.send_signal(stop)
-        _, stderr = server.process.communicate(timeout=30)
+        server.process.wait(timeout=30)  # stdin still open: the signal alone ends it
+        _, stderr = server.process.communicate()
     assert server.process.returncode in (0, -stop), stderr.decode()
     assert "Traceback" not in stderr.decode()
     assert _wal_is_gone_or_empty(db)
