@@ -197,8 +197,8 @@ async def test_every_argument_at_once_through_both(tmp_path: Path) -> None:
             assert isinstance(result, OPERATIONS[name].result)
             over_mcp = await client.call_tool(name, ids_in(sample, mcp_fact, mcp_link))
             assert not over_mcp.is_error, (name, over_mcp.content)
-            shape = OPERATIONS[name].result.model_validate(over_mcp.structured_content)
-            assert set(shape.model_fields_set) == set(result.model_fields_set), name
+            OPERATIONS[name].result.model_validate(over_mcp.structured_content)
+            assert over_mcp.structured_content.keys() == result.model_dump(mode="json").keys()
 
 
 # ---------------------------------------------------------------- the command line
