@@ -201,9 +201,9 @@ COUNT_STORED = """
 # Full-text entries of new rows are written by the engine at the end of each write
 # transaction, in one statement per table (`INDEX_NEW`), not by AFTER INSERT
 # triggers. A statement that fires a trigger runs in a statement savepoint, at which
-# FTS5 flushes its pending terms: with a trigger per row, every insert flushed, and a
-# bulk import spent ~50 us a row in FTS5 instead of ~5. Deletes and updates, which
-# are rare, keep their triggers.
+# FTS5 flushes its pending terms: with a trigger per row every insert flushed, and a
+# bulk import spent ten times as long in FTS5. Deletes and updates, which are rare,
+# keep their triggers.
 MIGRATIONS[3] = [
     *(f"DROP TRIGGER {t}_fts_insert" for t in ("entity", "observation", "relation", "turn")),
     # read_graph's total counts a user's entities in the scope's projects from this
