@@ -129,7 +129,9 @@ class Conversation:
         self.facts: list[tuple[int, str, str, list[tuple[str, set[str]]]]] = []
         dates = {k: at for k, at, _ in self.sessions}
         for key, by_speaker in item["observation"].items():
-            k = int(re.fullmatch(r"session_(\d+)_observation", key)[1])  # type: ignore[index]
+            named = re.fullmatch(r"session_(\d+)_observation", key)
+            assert named is not None, key
+            k = int(named[1])
             for speaker, facts in by_speaker.items():
                 self.facts.append(
                     (k, dates[k], speaker, [(text, dia_ids(ids)) for text, ids in facts])

@@ -341,6 +341,7 @@ def _sdk_caller(name: str, client: Client) -> Caller:
         finally:
             checks.append(time.perf_counter() - started)
 
+    # The SDK's own check of each result, timed: it has no hook for that.
     session.validate_tool_result = timed_check  # type: ignore[method-assign]
 
     async def call(tool: str, args: dict[str, Any]) -> Reply:

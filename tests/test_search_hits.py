@@ -54,7 +54,7 @@ async def test_facts_are_best_first_and_bounded_by_facts_per_hit(alice: MemorySc
 async def test_facts_per_hit_is_checked(alice: MemoryScope) -> None:
     for bad, message in ((0, "0 is too small"), (21, "21 is too large"), ("3", "must be an")):
         with pytest.raises(InvalidInputError, match="^facts_per_hit: " + message):
-            await alice.search_nodes(query="tea", facts_per_hit=bad)  # type: ignore[arg-type]
+            await alice.search_nodes(query="tea", facts_per_hit=bad)
     await alice.remember(entity="A", facts=[f"tea {i}" for i in range(25)])
     (hit,) = (await alice.search_nodes(query="tea", facts_per_hit=20)).hits
     assert len(hit.observations) == 20 and hit.more_observations == 5

@@ -296,5 +296,5 @@ async def test_a_write_the_file_refuses_is_a_tool_error_naming_the_file_and_caus
         async with Client(build_server(settings, memory)) as client:
             refused = await client.call_tool("remember", {"entity": "Alice", "facts": ["x"]})
     assert refused.is_error
-    text = refused.content[0].text  # type: ignore[union-attr]
+    text = refused.content[0].text  # type: ignore[union-attr]  # a tool error is one text block
     assert str(db) in text and "read-only" in text and "Error executing tool" not in text
