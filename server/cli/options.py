@@ -34,6 +34,7 @@ __all__ = [
     "run",
     "run_on_file",
     "scope_options",
+    "setting",
     "time_options",
 ]
 
@@ -53,6 +54,16 @@ class Caps(NamedTuple):
 
 
 DEFAULT_CAPS = Caps()
+
+
+def setting(flag: str, kind: click.ParamType, default: Any, help: str) -> Callable[[F], F]:
+    """An option with its default shown, which the environment may also set, as
+    `CHRONOMEM_<FLAG>` (`--max-facts`: `CHRONOMEM_MAX_FACTS`)."""
+    variable = "CHRONOMEM_" + flag.removeprefix("--").replace("-", "_").upper()
+    option: Callable[[F], F] = click.option(
+        flag, envvar=variable, type=kind, default=default, show_default=True, help=help
+    )
+    return option
 
 
 def _apply(command: F, options: list[Callable[[F], F]]) -> F:
@@ -101,21 +112,17 @@ def cap_options(command: F) -> F:
     return _apply(
         command,
         [
-            click.option(
+            setting(
                 "--max-facts",
-                envvar="CHRONOMEM_MAX_FACTS",
-                type=click.IntRange(min=1),
-                default=DEFAULT_MAX_FACTS,
-                show_default=True,
-                help="Most facts and relations one user may store.",
+                click.IntRange(min=1),
+                DEFAULT_MAX_FACTS,
+                "Most facts and relations one user may store.",
             ),
-            click.option(
+            setting(
                 "--max-turns",
-                envvar="CHRONOMEM_MAX_TURNS",
-                type=click.IntRange(min=1),
-                default=DEFAULT_MAX_TURNS,
-                show_default=True,
-                help="Most conversation turns one user may store.",
+                click.IntRange(min=1),
+                DEFAULT_MAX_TURNS,
+                "Most conversation turns one user may store.",
             ),
         ],
     )

@@ -38,7 +38,7 @@ from ..settings import (
     is_loopback,
     resolve_db,
 )
-from .options import cap_options, scope_options
+from .options import cap_options, scope_options, setting
 
 __all__ = ["client_config", "serve", "token"]
 
@@ -47,53 +47,41 @@ def http_limit_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The sessions and connections the HTTP transports allow (docs/security.md)."""
     seconds = click.FloatRange(min=0, min_open=True)
     options = [
-        click.option(
+        setting(
             "--max-sessions",
-            envvar="CHRONOMEM_MAX_SESSIONS",
-            type=click.IntRange(min=1),
-            default=DEFAULT_MAX_SESSIONS,
-            show_default=True,
-            help="Most MCP sessions one token may hold open (without auth: in all).",
+            click.IntRange(min=1),
+            DEFAULT_MAX_SESSIONS,
+            "Most MCP sessions one token may hold open (without auth: in all).",
         ),
-        click.option(
+        setting(
             "--session-idle-timeout",
-            envvar="CHRONOMEM_SESSION_IDLE_TIMEOUT",
-            type=seconds,
-            default=DEFAULT_SESSION_IDLE_TIMEOUT,
-            show_default=True,
-            help="Seconds a session may sit idle before it is closed.",
+            seconds,
+            DEFAULT_SESSION_IDLE_TIMEOUT,
+            "Seconds a session may sit idle before it is closed.",
         ),
-        click.option(
+        setting(
             "--max-connections",
-            envvar="CHRONOMEM_MAX_CONNECTIONS",
-            type=click.IntRange(min=1),
-            default=DEFAULT_MAX_CONNECTIONS,
-            show_default=True,
-            help="Most HTTP connections open at once.",
+            click.IntRange(min=1),
+            DEFAULT_MAX_CONNECTIONS,
+            "Most HTTP connections open at once.",
         ),
-        click.option(
+        setting(
             "--max-header-bytes",
-            envvar="CHRONOMEM_MAX_HEADER_BYTES",
-            type=click.IntRange(min=1024),
-            default=DEFAULT_MAX_HEADER_BYTES,
-            show_default=True,
-            help="Largest request line and headers (431 past it).",
+            click.IntRange(min=1024),
+            DEFAULT_MAX_HEADER_BYTES,
+            "Largest request line and headers (431 past it).",
         ),
-        click.option(
+        setting(
             "--header-timeout",
-            envvar="CHRONOMEM_HEADER_TIMEOUT",
-            type=seconds,
-            default=DEFAULT_HEADER_TIMEOUT,
-            show_default=True,
-            help="Seconds a client has to send a whole request head.",
+            seconds,
+            DEFAULT_HEADER_TIMEOUT,
+            "Seconds a client has to send a whole request head.",
         ),
-        click.option(
+        setting(
             "--keep-alive-timeout",
-            envvar="CHRONOMEM_KEEP_ALIVE_TIMEOUT",
-            type=click.IntRange(min=1),
-            default=DEFAULT_KEEP_ALIVE_TIMEOUT,
-            show_default=True,
-            help="Seconds a connection may idle between requests.",
+            click.IntRange(min=1),
+            DEFAULT_KEEP_ALIVE_TIMEOUT,
+            "Seconds a connection may idle between requests.",
         ),
     ]
     for option in reversed(options):
@@ -141,13 +129,11 @@ def client_config(transport: str, host: str, port: int, settings: Settings) -> d
     help="Token file: each bearer token maps to its own scope.",
 )
 @cap_options
-@click.option(
+@setting(
     "--max-request-bytes",
-    envvar="CHRONOMEM_MAX_REQUEST_BYTES",
-    type=click.IntRange(min=1024),
-    default=DEFAULT_MAX_REQUEST_BYTES,
-    show_default=True,
-    help="Largest HTTP request body (sse, http).",
+    click.IntRange(min=1024),
+    DEFAULT_MAX_REQUEST_BYTES,
+    "Largest HTTP request body (sse, http).",
 )
 @http_limit_options
 def serve(
