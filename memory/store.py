@@ -581,11 +581,11 @@ def _pragma(conn: sqlite3.Connection, name: str) -> Any:
 
 def _check_file(conn: sqlite3.Connection, path: str) -> None:
     """Refuse another program's database, or one from a newer chronomem, before writing."""
-    app_id = _pragma(conn, "application_id")
-    _check_whole_pages(conn, path)
-    version = _pragma(conn, "user_version")
+    # One statement, so one snapshot: read apart, another process creating the file
+    # could commit its tables between the application id and the count.
+    app_id, version, page_size, objects = conn.execute(FILE_HEADER).fetchone()
+    _check_whole_pages(path, page_size)
     if app_id == 0:
-        (objects,) = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
         if objects:
             raise DatabaseFileError(
                 f"{path!r} is an SQLite database of another program, not a chronomem "
@@ -603,13 +603,21 @@ def _check_file(conn: sqlite3.Connection, path: str) -> None:
         )
 
 
-def _check_whole_pages(conn: sqlite3.Connection, path: str) -> None:
+FILE_HEADER = """
+    SELECT (SELECT application_id FROM pragma_application_id),
+           (SELECT user_version FROM pragma_user_version),
+           (SELECT page_size FROM pragma_page_size),
+           (SELECT count(*) FROM sqlite_master)
+"""
+
+
+def _check_whole_pages(path: str, page_size: int) -> None:
     """SQLite reads the missing end of a cut file as zeros without complaint, but never
     writes a file that is not a whole number of pages: such a file was truncated."""
     file = Path(path).expanduser()
     if path == ":memory:" or path.startswith("file:") or not file.is_file():
         return
-    size, page_size = file.stat().st_size, _pragma(conn, "page_size")
+    size = file.stat().st_size
     if size and page_size and size % page_size:
         raise DatabaseFileError(
             f"{path!r} is not a usable SQLite database (truncated: {size} bytes is not a "
