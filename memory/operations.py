@@ -9,10 +9,14 @@ table: adding an argument is one edit, to the argument model.
 
 from __future__ import annotations
 
+import functools
 import inspect
+import operator
+import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from datetime import datetime
+from typing import Annotated, Any, Generic, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
@@ -41,6 +45,7 @@ from .models import (
 )
 from .queries import ScopeKey
 from .store import Tx
+from .validation import Timestamp
 
 __all__ = ["OPERATIONS", "Operation"]
 
@@ -75,7 +80,7 @@ class Operation(Generic[A, R]):
                 default=inspect.Parameter.empty
                 if fields[name].is_required()
                 else fields[name].get_default(call_default_factory=True),
-                annotation=fields[name].annotation,
+                annotation=_as_given(fields[name].annotation),
             )
             for name in names
         ]
@@ -92,6 +97,21 @@ class Operation(Generic[A, R]):
         if not args and self.required <= kwargs.keys() <= self.signature.parameters.keys():
             return dict(kwargs)
         return dict(self.signature.bind(*args, **kwargs).arguments)
+
+
+def _as_given(annotation: Any) -> Any:
+    """`annotation` as a caller gives the value: without pydantic's constraints, and a
+    time as text or a datetime (the model parses it)."""
+    if annotation == Timestamp:
+        return str | datetime
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _as_given(get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
+        return functools.reduce(operator.or_, (_as_given(arg) for arg in get_args(annotation)))
+    if origin is list:
+        return list[_as_given(get_args(annotation)[0])]  # type: ignore[misc]  # built at run time
+    return annotation
 
 
 def _doc(text: str) -> str:
