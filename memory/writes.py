@@ -575,10 +575,16 @@ def delete_entities(tx: Tx, scope: ScopeKey, args: DeleteEntitiesArgs) -> Delete
     entity_params = scope.params(owner, entities=json_list(entity_ids))
     facts = tx.all(SELECT_OPEN_FACTS_OF_ENTITIES, entity_params)
     relations = tx.all(SELECT_OPEN_RELATIONS_OF_ENTITIES, entity_params)
-    for row in (*facts, *relations):
-        _check_closable(row, valid_to, "valid_to")
-    _close(tx, scope, "observation", facts, valid_to, args.reason)
-    _close(tx, scope, "relation", relations, valid_to, args.reason)
+    for table, rows in (("observation", facts), ("relation", relations)):
+        if args.valid_to is not None:  # an end the caller chose must come after each start
+            for row in rows:
+                _check_closable(row, valid_to, "valid_to")
+        begun = [row for row in rows if row["valid_from"] <= valid_to]
+        _close(tx, scope, table, begun, valid_to, args.reason)
+        # What was to begin later ends as it begins: a deleted entity keeps no plans.
+        for row in rows:
+            if row["valid_from"] > valid_to:
+                _close(tx, scope, table, [row], row["valid_from"], args.reason)
     for entity_id in entity_ids:
         record_life(tx, scope.project, entity_id, alive=False)
     result.invalidated.extend(row["id"] for row in (*facts, *relations))

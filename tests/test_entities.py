@@ -107,6 +107,21 @@ async def test_a_fact_ending_before_it_began_refuses_the_whole_deletion(
     assert dump(db_path) == before
 
 
+async def test_deleting_now_ends_the_facts_still_to_begin_where_they_begin(
+    world: MemoryScope,
+) -> None:
+    planned = await world.remember("Bob", ["moves to Oslo"], valid_from="2030-01-01")
+    await world.remember("Bob", ["lives in Rome"])
+    relation = await world.relate("Bob", "joins", "Acme", valid_from="2030-02-01")
+    done = await world.delete_entities(["Bob"])
+    assert done.deleted == ["Bob"] and len(done.invalidated) == 3
+    timeline = {item.id: item for item in (await world.history("Bob")).timeline}
+    fact, link = timeline[planned.added[0].id], timeline[relation.relation.id]
+    assert (fact.valid_from, fact.valid_to) == ("2030-01-01T00:00:00Z",) * 2
+    assert (link.valid_from, link.valid_to) == ("2030-02-01T00:00:00Z",) * 2
+    assert (await world.open_nodes(["Bob"])).missing == ["Bob"]
+
+
 # ---------------------------------------------------------------- delete_entities
 
 

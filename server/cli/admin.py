@@ -140,7 +140,11 @@ def export(out: Path | None, **scope: Any) -> None:
             partial.unlink(missing_ok=True)
         return count
 
-    count = run(scope, write_out)
+    try:
+        count = run(scope, write_out)
+    except OSError as exc:  # no such folder, no permission, disk full: nothing was replaced
+        click.echo(f"chronomem: cannot write {out}: {exc.strerror or exc}", err=True)
+        sys.exit(1)
     if out:
         click.echo(f"exported {count:,} records to {out}", err=True)
 

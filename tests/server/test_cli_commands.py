@@ -187,6 +187,12 @@ def test_an_export_that_fails_midway_leaves_the_out_file_as_it_was(
     ]
 
 
+def test_an_export_to_a_folder_that_is_not_there_says_so(cli: Cli, tmp_path: Path) -> None:
+    cli("remember", "Alice", "likes tea")
+    failed = cli("export", "--out", str(tmp_path / "missing" / "backup.jsonl"), code=1)
+    assert failed.stderr.startswith("chronomem: cannot write ") and "No such file" in failed.stderr
+
+
 def test_import_of_the_reference_servers_memory_jsonl(cli: Cli, tmp_path: Path) -> None:
     reference = tmp_path / "memory.jsonl"
     lines = [
