@@ -89,16 +89,16 @@ def is_deleted(tx: Tx, project: str, entity_id: int) -> bool:
     return row is not None and row["alive"] == 0
 
 
-def record_life(tx: Tx, project: str, entity_id: int, alive: bool) -> None:
-    """Record, at the transaction time, that the entity was deleted (or is back) in
-    the context of `project`."""
+def record_life(tx: Tx, project: str, entity_id: int, alive: bool, at: int | None = None) -> None:
+    """Record that the entity was deleted (or is back) in the context of `project`, at
+    `at` (an import's) or the transaction time."""
     tx.run(
         RECORD_LIFE,
         {
             "id": entity_id,
             "project": project,
             "owner": tx.owner,
-            "now": tx.now,
+            "now": tx.now if at is None else at,
             "alive": int(alive),
         },
     )

@@ -62,6 +62,22 @@ async def mem(
         yield memory
 
 
+# One user's memory seen globally and from two projects (the overlay tests).
+@pytest.fixture
+def world(mem: GraphMemory) -> MemoryScope:
+    return mem.scope(app="a", user="u")
+
+
+@pytest.fixture
+def project_a(mem: GraphMemory) -> MemoryScope:
+    return mem.scope(app="a", user="u", project="A")
+
+
+@pytest.fixture
+def project_b(mem: GraphMemory) -> MemoryScope:
+    return mem.scope(app="a", user="u", project="B")
+
+
 @pytest.fixture
 def alice(mem: GraphMemory) -> MemoryScope:
     return mem.scope(app="coach", user="alice")

@@ -23,21 +23,6 @@ pytestmark = pytest.mark.anyio
 T1 = "2026-06-01T00:00:01Z"  # after the first writes (the clock starts at T0)
 
 
-@pytest.fixture
-def world(mem: GraphMemory) -> MemoryScope:
-    return mem.scope(app="a", user="u")
-
-
-@pytest.fixture
-def project_a(mem: GraphMemory) -> MemoryScope:
-    return mem.scope(app="a", user="u", project="A")
-
-
-@pytest.fixture
-def project_b(mem: GraphMemory) -> MemoryScope:
-    return mem.scope(app="a", user="u", project="B")
-
-
 async def names_in_graph(scope: MemoryScope, **at: str) -> list[str]:
     page = await scope.read_graph(limit=500, **at)
     assert page.total_entities == len(page.entities)

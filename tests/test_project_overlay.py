@@ -47,21 +47,6 @@ async def everything(scope: MemoryScope) -> str:
     )
 
 
-@pytest.fixture
-def world(mem: GraphMemory) -> MemoryScope:
-    return mem.scope(app="a", user="u")
-
-
-@pytest.fixture
-def project_a(mem: GraphMemory) -> MemoryScope:
-    return mem.scope(app="a", user="u", project="A")
-
-
-@pytest.fixture
-def project_b(mem: GraphMemory) -> MemoryScope:
-    return mem.scope(app="a", user="u", project="B")
-
-
 async def _global_memory(world: MemoryScope) -> dict[str, str]:
     plan = await world.remember(entity="Alice", facts=["basic plan"], attribute="plan")
     tea = await world.remember(entity="Alice", facts=["likes tea"])

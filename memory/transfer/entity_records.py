@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..entity_life import RECORD_LIFE, RECORD_TYPE
+from ..entity_life import record_life, record_type
 from ..errors import InvalidInputError
 from ..models import EntityLifeRecord, EntityTypeVersionRecord
 from ..names import match_key
@@ -150,34 +150,14 @@ def _entity_id(tx: Tx, name: str, what: str) -> int:
 
 
 def _write_type_version(batch: Batch, step: TypeVersionStep) -> None:
-    tx = batch.tx
-    entity_id = _entity_id(tx, step.name, "type version")
-    tx.run(
-        RECORD_TYPE,
-        {
-            "id": entity_id,
-            "project": step.project or GLOBAL,
-            "owner": tx.owner,
-            "entity_type": step.entity_type,
-            "now": step.recorded_at,
-        },
-    )
+    entity_id = _entity_id(batch.tx, step.name, "type version")
+    record_type(batch.tx, step.project or GLOBAL, entity_id, step.entity_type, step.recorded_at)
     batch.latest = max(batch.latest, step.recorded_at)
 
 
 def _write_life(batch: Batch, step: LifeStep) -> None:
-    tx = batch.tx
-    entity_id = _entity_id(tx, step.name, "deletion")
-    tx.run(
-        RECORD_LIFE,
-        {
-            "id": entity_id,
-            "project": step.project or GLOBAL,
-            "owner": tx.owner,
-            "now": step.at,
-            "alive": int(not step.deleted),
-        },
-    )
+    entity_id = _entity_id(batch.tx, step.name, "deletion")
+    record_life(batch.tx, step.project or GLOBAL, entity_id, not step.deleted, step.at)
     batch.latest = max(batch.latest, step.at)
 
 
