@@ -565,14 +565,19 @@ class TemporalMachine(RuleBasedStateMachine):
             ]
         result = self.call(ctx, "delete_entities", names=names, valid_to=stamp(valid_to))
         assert self.clock.last == now
-        if any(vt < r.valid_from for r in closing):
+        # An end the caller chose must follow every start; deleting now ends a fact
+        # still to begin where it begins.
+        if valid_to is not None and any(vt < r.valid_from for r in closing):
             assert isinstance(result, InvalidInputError), result
             return
         assert not isinstance(result, InvalidInputError), result
         assert result.deleted == [m.entities[k].name for k in deleted]
         assert result.not_found == not_found
         assert set(result.invalidated) == {r.id for r in closing}
-        m.close(ctx, closing, vt, now, None)
+        m.close(ctx, [r for r in closing if r.valid_from <= vt], vt, now, None)
+        for r in closing:
+            if r.valid_from > vt:
+                m.close(ctx, [r], r.valid_from, now, None)
         for k in deleted:
             m.entities[k].lives.append((ctx or "", now, False))
 
