@@ -69,9 +69,11 @@ from typing import Any
 import anyio
 
 from memory import GraphMemory
+from memory.embedding import Embedder
 from memory.validation import FACTS_PER_CALL, TURNS_PER_CALL
 
 from .common import PlainBM25, machine, ms, percentile
+from .embedding_cache import bench_embedder
 from .longmemeval import table
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/bench-data/locomo_dev.json.gz"
@@ -191,11 +193,13 @@ async def timed_calls(
     return done
 
 
-async def score_turns(conversation: Conversation) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+async def score_turns(
+    conversation: Conversation, embedder: Embedder | None
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Part (a): a row per question, and the ingest figures."""
     dia_of: dict[str, str] = {}  # stored turn id -> dia_id
     texts, text_dia = [], []
-    async with GraphMemory.open(":memory:") as mem:
+    async with GraphMemory.open(":memory:", embedder=embedder or "none") as mem:
         scope = mem.scope(app="locomo", user=conversation.name)
         started = time.perf_counter()
         for k, at, session in conversation.sessions:
@@ -209,6 +213,7 @@ async def score_turns(conversation: Conversation) -> tuple[list[dict[str, Any]],
             texts += [t["text"] for t in turns]
             text_dia += [t["dia_id"] for t in session]
         ingest = time.perf_counter() - started
+        await mem.wait_until_indexed()
         answers = await timed_calls(
             conversation.questions, lambda q: scope.recall(query=q, limit=max(KS_TURNS))
         )
@@ -234,11 +239,13 @@ async def score_turns(conversation: Conversation) -> tuple[list[dict[str, Any]],
     return rows, {"units": len(dia_of), "seconds": ingest}
 
 
-async def score_facts(conversation: Conversation) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+async def score_facts(
+    conversation: Conversation, embedder: Embedder | None
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Part (b): a row per question that has an evidence fact, and the ingest figures."""
     dia_of: dict[str, set[str]] = {}  # stored observation id -> dia_ids
     text_of: dict[str, str] = {}  # stored observation id -> its text
-    async with GraphMemory.open(":memory:") as mem:
+    async with GraphMemory.open(":memory:", embedder=embedder or "none") as mem:
         scope = mem.scope(app="locomo", user=conversation.name)
         started = time.perf_counter()
         for _, at, speaker, facts in conversation.facts:
@@ -258,6 +265,7 @@ async def score_facts(conversation: Conversation) -> tuple[list[dict[str, Any]],
                     dia_of.setdefault(stored.id, set()).update(ids_of.get(key, ()))
                     text_of[stored.id] = stored.text
         ingest = time.perf_counter() - started
+        await mem.wait_until_indexed()
         questions = [
             q for q in conversation.questions if any(q["evidence"] & ids for ids in dia_of.values())
         ]
@@ -300,17 +308,21 @@ async def main() -> None:
     parser.add_argument("--conversations", type=int, default=None, help="only the first N")
     parser.add_argument("--questions", type=int, default=None, help="first N per conversation")
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
+    parser.add_argument(
+        "--embedder", choices=["default", "none"], default="default", help="none: words only"
+    )
     args = parser.parse_args()
+    embedder = bench_embedder(args.embedder)
 
     with gzip.open(args.data, "rt") as handle:
         items = json.load(handle)[: args.conversations]
     conversations = [Conversation(item, args.questions) for item in items]
     turn_rows, fact_rows, turn_ingest, fact_ingest = [], [], [], []
     for conversation in conversations:
-        rows, ingest = await score_turns(conversation)
+        rows, ingest = await score_turns(conversation, embedder)
         turn_rows += rows
         turn_ingest.append(ingest)
-        rows, ingest = await score_facts(conversation)
+        rows, ingest = await score_facts(conversation, embedder)
         fact_rows += rows
         fact_ingest.append(ingest)
     print_report(conversations, turn_rows, fact_rows, turn_ingest, fact_ingest)

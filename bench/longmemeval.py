@@ -29,9 +29,11 @@ from typing import Any
 import anyio
 
 from memory import GraphMemory
+from memory.embedding import Embedder
 from memory.validation import TURN_TEXT_MAX, TURNS_PER_CALL
 
 from .common import PlainBM25, machine, ms, percentile
+from .embedding_cache import bench_embedder
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/bench-data/longmemeval_s_dev.json.gz"
 KS_SESSION = (1, 5, 10)
@@ -75,8 +77,8 @@ def session_scores(ranked: list[str], answers: set[str]) -> dict[str, float]:
     return scores
 
 
-async def score_question(item: dict[str, Any]) -> dict[str, Any]:
-    async with GraphMemory.open(":memory:") as mem:
+async def score_question(item: dict[str, Any], embedder: Embedder | None) -> dict[str, Any]:
+    async with GraphMemory.open(":memory:", embedder=embedder or "none") as mem:
         scope = mem.scope(app="longmemeval", user="user")
         turn_of: dict[str, tuple[str, bool]] = {}  # stored id -> (session, has_answer)
         started = time.perf_counter()
@@ -104,6 +106,9 @@ async def score_question(item: dict[str, Any]) -> dict[str, Any]:
                     turn_of[turn_id] = (session_id, label)
         ingest = time.perf_counter() - started
         started = time.perf_counter()
+        await mem.wait_until_indexed()
+        indexing = time.perf_counter() - started
+        started = time.perf_counter()
         result = await scope.recall(query=item["question"], limit=50)
         latency = time.perf_counter() - started
 
@@ -123,6 +128,7 @@ async def score_question(item: dict[str, Any]) -> dict[str, Any]:
         "scores": scores,
         "turns": len(turn_of),
         "ingest_s": ingest,
+        "index_s": indexing,
         "recall_s": latency,
     }
 
@@ -151,7 +157,11 @@ async def main() -> None:
     parser.add_argument("--questions", type=int, default=None, help="score only the first N")
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
     parser.add_argument("--no-baseline", action="store_true", help="skip plain BM25")
+    parser.add_argument(
+        "--embedder", choices=["default", "none"], default="default", help="none: words only"
+    )
     args = parser.parse_args()
+    embedder = bench_embedder(args.embedder)
 
     with gzip.open(args.data, "rt") as handle:
         items = json.load(handle)
@@ -159,7 +169,7 @@ async def main() -> None:
     items = [i for i in items if not i["question_id"].endswith("_abs")][: args.questions]
     rows = []
     for item in items:
-        row = await score_question(item)
+        row = await score_question(item, embedder)
         if not args.no_baseline:
             ranked = plain_bm25_sessions(item)
             row["baseline"] = session_scores(ranked, set(item["answer_session_ids"]))
@@ -170,7 +180,7 @@ async def main() -> None:
     print(f"LongMemEval-S dev: {len(rows)} questions scored, {len(skipped)} abstention skipped")
     print(f"Machine: {machine()}")
     print()
-    print("chronomem recall:")
+    print(f"chronomem recall (embedder: {embedder.name if embedder else 'none, words only'}):")
     print()
     print(table(rows))
     print()

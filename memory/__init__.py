@@ -7,8 +7,10 @@
 This package knows nothing of MCP; `server/` adapts it.
 """
 
+from .embedding import EmbedderError
 from .errors import ChronomemError, DatabaseFileError, InvalidInputError, MemoryFullError
 from .graph_memory import GraphMemory
+from .indexer import IndexerSettings
 from .models import (
     DeleteEntitiesResult,
     Entity,
@@ -36,12 +38,16 @@ __all__ = [
     "ChronomemError",
     "DatabaseFileError",
     "DeleteEntitiesResult",
+    "EmbedderError",
+    "EmbedderError",
     "Entity",
     "EntityInfo",
     "EntityRef",
     "ForgetResult",
     "GraphMemory",
     "HistoryResult",
+    "IndexerSettings",
+    "IndexerSettings",
     "InvalidInputError",
     "MemoryFullError",
     "MemoryScope",

@@ -35,7 +35,9 @@ STATS = f"""
          AND (:project IS NULL OR project IN ('', :project))),
       (SELECT count(DISTINCT session_id) FROM turn WHERE owner_id = :owner
          AND (:project IS NULL OR project IN ('', :project))),
-      (SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size())
+      (SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()),
+      (SELECT count(*) FROM vector WHERE owner_id = :owner),
+      (SELECT count(*) FROM vector_pending WHERE owner_id = :owner)
 """
 
 

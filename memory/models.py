@@ -396,6 +396,10 @@ class Stats(_Model):
     turns: int
     sessions: int
     database_bytes: int
+    # Ranking by meaning (DESIGN §8): this user's rows with a vector, and those still
+    # waiting for one (every row, while no embedder is in use).
+    vectors: int
+    vectors_pending: int
 
 
 class PurgeResult(_Model):

@@ -701,4 +701,90 @@ MIGRATIONS[7] = [
     """,
 ]
 
+# Vectors for ranking by meaning (DESIGN §8), in the file beside the rows they stand
+# for, and the backlog of rows still without one. The engine queues every new row in
+# its write transaction (`QUEUE_NEW`); the indexer (`indexer`) claims a batch for a
+# while, embeds it outside any transaction and stores the vectors, so a restart, a
+# crash or a second process resumes from the file. A row's vector and queue entry go
+# when the row goes (purge); `vector_state.removed` counts vectors gone, which tells
+# a process's in-memory copy (`vectors`) to reload. `seq` orders vectors as they were
+# stored: that copy reads only those past the last it has.
+VECTOR_KINDS = {"entity": 0, "observation": 1, "relation": 2, "turn": 3}
+QUEUE_NEW = {
+    kind: f"""
+        INSERT OR IGNORE INTO vector_pending (kind, row_id, owner_id)
+        SELECT {code}, value, :owner FROM json_each(:rowids)
+    """
+    for kind, code in VECTOR_KINDS.items()
+}
+
+
+def _vector_dropped(table: str, key: str, code: int) -> list[str]:
+    return [
+        f"""
+        CREATE TRIGGER {table}_vector_delete AFTER DELETE ON {table} BEGIN
+            DELETE FROM vector WHERE kind = {code} AND row_id = old.{key};
+            DELETE FROM vector_pending WHERE kind = {code} AND row_id = old.{key};
+        END
+        """
+    ]
+
+
+MIGRATIONS[8] = [
+    """
+    CREATE TABLE vector (
+        seq INTEGER PRIMARY KEY,
+        kind INTEGER NOT NULL,
+        row_id INTEGER NOT NULL,
+        owner_id INTEGER NOT NULL,
+        vec BLOB NOT NULL,
+        UNIQUE (kind, row_id)
+    )
+    """,
+    "CREATE INDEX vector_owner ON vector (owner_id, kind, seq)",
+    """
+    CREATE TABLE vector_pending (
+        kind INTEGER NOT NULL,
+        row_id INTEGER NOT NULL,
+        owner_id INTEGER NOT NULL,
+        claimed_until INTEGER NOT NULL DEFAULT 0,
+        claimed_by INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (kind, row_id)
+    ) WITHOUT ROWID
+    """,
+    "CREATE INDEX vector_pending_free ON vector_pending (claimed_until)",
+    "CREATE INDEX vector_pending_owner ON vector_pending (owner_id)",
+    """
+    CREATE TABLE vector_state (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        model TEXT,
+        removed INTEGER NOT NULL
+    )
+    """,
+    "INSERT INTO vector_state (id, model, removed) VALUES (1, NULL, 0)",
+    """
+    CREATE TRIGGER vector_removed AFTER DELETE ON vector BEGIN
+        UPDATE vector_state SET removed = removed + 1 WHERE id = 1;
+    END
+    """,
+    *(
+        statement
+        for kind, code in VECTOR_KINDS.items()
+        for statement in _vector_dropped(kind, ROWIDS[kind], code)
+    ),
+    # A new name or type is embedded again.
+    """
+    CREATE TRIGGER entity_vector_stale AFTER UPDATE OF name, entity_type ON entity BEGIN
+        DELETE FROM vector WHERE kind = 0 AND row_id = new.id;
+        INSERT OR IGNORE INTO vector_pending (kind, row_id, owner_id)
+        VALUES (0, new.id, new.owner_id);
+    END
+    """,
+    *(
+        f"INSERT INTO vector_pending (kind, row_id, owner_id) SELECT {code}, {ROWIDS[kind]},"
+        f" owner_id FROM {kind}"
+        for kind, code in VECTOR_KINDS.items()
+    ),
+]
+
 LATEST_VERSION = max(MIGRATIONS)

@@ -98,8 +98,15 @@ class MemoryScope:
             args = arguments
         else:
             raise TypeError(f"{operation.name} takes {operation.arguments.__name__}")
+        meaning = None
+        semantic = self._store.semantic
+        query = getattr(args, "query", None)
+        if semantic is not None and not operation.writes and isinstance(query, str):
+            meaning = await semantic.meaning(query)
         run = self._store.write if operation.writes else self._store.read
-        return await run(self.key.app, self.key.user, lambda tx: operation.run(tx, self.key, args))
+        return await run(
+            self.key.app, self.key.user, lambda tx: operation.run(tx, self.key, args), meaning
+        )
 
     def __repr__(self) -> str:
         return f"MemoryScope(app={self.app!r}, user={self.user!r}, project={self.project!r})"

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .entity_life import NOT_DELETED, types_then
+from .fusion import fused
 from .models import (
     EntityInfo,
     Observation,
@@ -162,7 +163,7 @@ def _matches(
     most."""
     matches = _Matches()
     terms = query_terms(query)
-    if not terms:
+    if not terms and tx.meaning is None:
         return matches
     params = scope.params(owner, as_of=at.as_of, known_at=at.known_at)
     wanted = TYPED_CANDIDATES if typed else tx.search.candidates
@@ -171,7 +172,8 @@ def _matches(
         def enough(rows: list[tuple[float, sqlite3.Row]]) -> bool:
             return key is None or len({row[key] for _, row in rows}) >= limit
 
-        return best_rows(tx, INDEXES[kind], terms, owner, sql, params, wanted, enough)
+        lexical = best_rows(tx, INDEXES[kind], terms, owner, sql, params, wanted, enough)
+        return fused(tx, kind, owner, sql, params, lexical)
 
     scores = matches.scores
     for score, row in best("entity", NAME_ROWS, "rowid"):
@@ -447,11 +449,12 @@ def session_scores(candidates: list[tuple[int, str, float]]) -> dict[int, float]
 def recall(tx: Tx, scope: ScopeKey, args: RecallArgs) -> RecallResult:
     owner = find_owner(tx, scope)
     terms = query_terms(args.query)
-    if owner is None or not terms:
+    if owner is None or (not terms and tx.meaning is None):
         return RecallResult(turns=[])
     params = scope.params(owner, session_id=args.session_id, after=args.after, before=args.before)
     wanted = tx.search.recall_candidates
-    candidates = best_rows(tx, INDEXES["turn"], terms, owner, RECALL_ROWS, params, wanted)
+    lexical = best_rows(tx, INDEXES["turn"], terms, owner, RECALL_ROWS, params, wanted)
+    candidates = fused(tx, "turn", owner, RECALL_ROWS, params, lexical)
     if not candidates:
         return RecallResult(turns=[])
     scores = session_scores([(r["rowid"], r["session_id"], score) for score, r in candidates])

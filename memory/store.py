@@ -30,6 +30,7 @@ from .schema import (
     INDEX_NEW,
     LATEST_VERSION,
     MIGRATIONS,
+    QUEUE_NEW,
     ROWIDS,
     TOKENS_FUNCTION,
     column_tokens,
@@ -133,6 +134,14 @@ class Tx:
         # is not yet raised (see `schema.CHANGED_NEW`)
         self._added: dict[str, int] = {}  # kind -> rows added in this transaction
         self._next: dict[str, int] = {}  # kind -> the rowid its next row takes
+        # What the search knows of its query's meaning (`meaning.Meaning`), or None:
+        # ranked by words alone.
+        self.meaning: Any = None
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The connection, for what reads in this transaction outside SQL (`vectors`)."""
+        return self._conn
 
     def all(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
         return self._conn.execute(sql, params).fetchall()
@@ -274,6 +283,7 @@ class Tx:
             listed = json_list(rowids)
             self._conn.execute(INDEX_NEW[kind], {"rowids": listed})
             self._conn.execute(ADD_FTS_STATS[kind], {"rowids": listed, "owner": self._owner()})
+            self._conn.execute(QUEUE_NEW[kind], {"rowids": listed, "owner": self._owner()})
         for kind, rowids in self._unraised.items():
             for statement in CHANGED_NEW.get(kind, ()) if rowids else ():
                 self._conn.execute(statement, {"rowids": json_list(rowids)})
@@ -324,6 +334,8 @@ class Store:
         self.caps = caps
         self.search = search
         self._file: FileIdentity | None = None  # None: in memory
+        self.on_write: Callable[[], None] | None = None  # after each write commits
+        self.semantic: Any = None  # `meaning.Semantic` when an embedder is in use
 
     @classmethod
     async def open(
@@ -435,20 +447,47 @@ class Store:
         search looks each word up in each (docs/benchmarks.md)."""
         await self._in_thread(_merge_index, FTS_INDEXES[kind])
 
-    async def write(self, app: str, user: str, operation: Callable[[Tx], T]) -> T:
+    async def write(
+        self, app: str, user: str, operation: Callable[[Tx], T], meaning: Any = None
+    ) -> T:
         """Run `operation` in one write transaction for (app, user); any exception
-        rolls the whole of it back."""
-        return await self._checked(app, user, operation, True)
+        rolls the whole of it back. `meaning` (a `meaning.Meaning`) is `tx.meaning`."""
+        result = await self._checked(app, user, operation, True, meaning)
+        if self.on_write is not None:
+            self.on_write()
+        return result
 
-    async def read(self, app: str, user: str, operation: Callable[[Tx], T]) -> T:
+    async def read(
+        self, app: str, user: str, operation: Callable[[Tx], T], meaning: Any = None
+    ) -> T:
         """Run `operation` in one read snapshot for (app, user)."""
-        return await self._checked(app, user, operation, False)
+        return await self._checked(app, user, operation, False, meaning)
 
-    async def _checked(self, app: str, user: str, operation: Callable[[Tx], T], write: bool) -> T:
+    async def housekeeping(self, fn: Callable[..., T], *args: Any, write: bool = True) -> T:
+        """Run `fn(connection, *args)` in one transaction of its own, outside any
+        user's memory and without taking a transaction time: the indexer's claims and
+        vectors, the backlog's counts."""
+
+        def run(conn: sqlite3.Connection) -> T:
+            when_not_busy(conn.execute, "BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                result = fn(conn, *args)
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return result
+
+        return await self._in_thread(run)
+
+    async def _checked(
+        self, app: str, user: str, operation: Callable[[Tx], T], write: bool, meaning: Any
+    ) -> T:
         """Damage that opening could not see (it reads only the first page) surfaces
         when an operation reaches it: say so plainly, not as an SQLite traceback."""
         try:
-            return await self._in_thread(self._transaction, app, user, operation, write)
+            return await self._in_thread(self._transaction, app, user, operation, write, meaning)
         except sqlite3.DatabaseError as exc:
             code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
             if code not in (SQLITE_CORRUPT, SQLITE_NOTADB):
@@ -464,6 +503,7 @@ class Store:
         user: str,
         operation: Callable[[Tx], T],
         write: bool,
+        meaning: Any = None,
     ) -> T:
         when_not_busy(conn.execute, "BEGIN IMMEDIATE" if write else "BEGIN")
         try:
@@ -481,6 +521,7 @@ class Store:
                     " nothing was changed: restart it with the newer version"
                 )
             tx = Tx(conn, now, owner, self.caps, self.search)
+            tx.meaning = meaning
             result = operation(tx)
             tx.finish()
             if write and self._file is not None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -11,6 +12,10 @@ from memory.search_settings import DEFAULT_SEARCH, SearchSettings
 from memory.timestamps import parse_time
 
 T0 = "2026-06-01T00:00:00Z"
+
+# Words only, unless a test asks for an embedder (tests/semantic/): the behaviour of
+# every other test is the lexical one, and servers the tests start inherit this.
+os.environ["CHRONOMEM_EMBEDDER"] = "none"
 
 
 class FakeClock:

@@ -17,6 +17,7 @@ from memory.schema import LATEST_VERSION
 from memory.transfer import export_lines
 
 from .conftest import FakeClock, dump
+from .schema_versions import as_schema_7
 
 pytestmark = pytest.mark.anyio
 
@@ -304,6 +305,7 @@ async def test_a_projects_own_type_is_versioned_inside_it_alone(
 
 def _as_schema_6(path: Path) -> None:
     """The file as schema 6 left it: no records of deletions or of past types."""
+    as_schema_7(path)
     with sqlite3.connect(path) as conn:
         conn.execute("DROP TABLE entity_life")
         conn.execute("DROP TABLE entity_type_version")
@@ -335,7 +337,7 @@ async def test_migration_7_keeps_each_entitys_types_of_now_as_their_first_versio
         await world.delete_entities(["Bob"])
         assert await names_in_graph(world) == ["Acme"]
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == LATEST_VERSION == 7
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == LATEST_VERSION == 8
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
     conn.close()

