@@ -73,7 +73,7 @@ from memory.embedding import Embedder
 from memory.validation import FACTS_PER_CALL, TURNS_PER_CALL
 
 from .common import PlainBM25, machine, ms, percentile
-from .embedding_cache import bench_embedder
+from .embedding_cache import EMBEDDERS, bench_embedder
 from .longmemeval import table
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/bench-data/locomo_dev.json.gz"
@@ -308,9 +308,7 @@ async def main() -> None:
     parser.add_argument("--conversations", type=int, default=None, help="only the first N")
     parser.add_argument("--questions", type=int, default=None, help="first N per conversation")
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
-    parser.add_argument(
-        "--embedder", choices=["default", "none"], default="default", help="none: words only"
-    )
+    parser.add_argument("--embedder", choices=EMBEDDERS, default="default", help="none: words only")
     args = parser.parse_args()
     embedder = bench_embedder(args.embedder)
 

@@ -33,7 +33,7 @@ from memory.embedding import Embedder
 from memory.validation import TURN_TEXT_MAX, TURNS_PER_CALL
 
 from .common import PlainBM25, machine, ms, percentile
-from .embedding_cache import bench_embedder
+from .embedding_cache import EMBEDDERS, bench_embedder
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/bench-data/longmemeval_s_dev.json.gz"
 KS_SESSION = (1, 5, 10)
@@ -157,9 +157,7 @@ async def main() -> None:
     parser.add_argument("--questions", type=int, default=None, help="score only the first N")
     parser.add_argument("--json", type=Path, default=None, help="also write results here")
     parser.add_argument("--no-baseline", action="store_true", help="skip plain BM25")
-    parser.add_argument(
-        "--embedder", choices=["default", "none"], default="default", help="none: words only"
-    )
+    parser.add_argument("--embedder", choices=EMBEDDERS, default="default", help="none: words only")
     args = parser.parse_args()
     embedder = bench_embedder(args.embedder)
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import TypeVar
 
-import anyio
 from pydantic import BaseModel
 
 from .embedding import Embedder, EmbedderError, choose_embedder
@@ -87,12 +87,17 @@ class GraphMemory:
             indexer = Indexer(store, chosen, indexing)
             store.semantic = Semantic(chosen, indexer)
             store.on_write = indexer.wake
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(indexer.run)
-                try:
-                    yield cls(store, indexer)
-                finally:
-                    tasks.cancel_scope.cancel()
+            # A task of its own, not a task group's: what the caller's block raises
+            # reaches the caller as it is, not wrapped in an exception group.
+            task = asyncio.get_running_loop().create_task(indexer.run())
+            try:
+                yield cls(store, indexer)
+            finally:
+                task.cancel()
+                with suppress(asyncio.CancelledError):
+                    await task
+                with suppress(Exception):  # a full disk: the lease lapses instead
+                    await indexer.release_claims()
         finally:
             await store.close()
 

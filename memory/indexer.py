@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import anyio
 import anyio.to_thread
@@ -29,6 +29,7 @@ from .store import Store, json_list
 __all__ = ["DEFAULT_INDEXING", "Indexer", "IndexerSettings", "Progress", "counts"]
 
 KIND_NAMES = {code: kind for kind, code in VECTOR_KINDS.items()}
+RETRY_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +99,7 @@ STORE = """
 DONE = "DELETE FROM vector_pending WHERE kind = :kind AND row_id = :row_id AND claimed_by = :me"
 COUNTS = "SELECT (SELECT count(*) FROM vector), (SELECT count(*) FROM vector_pending)"
 PENDING = "SELECT count(*) FROM vector_pending"
+RELEASE = "UPDATE vector_pending SET claimed_until = 0, claimed_by = 0 WHERE claimed_by = :me"
 # `reindex --all`: every row waits for a vector again, of whichever model claims first.
 REQUEUE_ALL = [
     "DELETE FROM vector",
@@ -141,32 +143,42 @@ class Indexer:
     async def run(self) -> None:
         """Work through the backlog until cancelled."""
         from .vectors import encode  # numpy: only with an embedder
+
         while self.failure is None:
-            if self._load_requested:
-                self._load_requested = False
-                try:
-                    await self.load()
-                except EmbedderError as exc:
-                    print(f"chronomem: {exc}; searching by words only", file=sys.stderr)
-                    break
-            claimed = await self.store.housekeeping(self._claim)
-            if not claimed:
-                self._signal_progress()
-                with anyio.move_on_after(self.settings.idle_poll_s):
-                    await self._wake.wait()
-                self._wake = anyio.Event()
-                continue
             try:
-                vectors = await anyio.to_thread.run_sync(
-                    self.embedder.embed, [row.text for row in claimed]
-                )
+                await self._step(encode)
             except EmbedderError as exc:
                 self.failure = exc
                 print(f"chronomem: {exc}; searching by words only", file=sys.stderr)
-                break
-            await self.store.housekeeping(self._store, claimed, [encode(v) for v in vectors])
-            self._signal_progress()
+            except Exception as exc:  # the file refused (disk full, read-only): later
+                print(f"chronomem: the indexer will try again: {exc}", file=sys.stderr)
+                await anyio.sleep(RETRY_S)
         self._signal_progress()
+
+    async def _step(self, encode: Callable[[Any], bytes]) -> None:
+        """One batch of the backlog embedded and stored, or a wait for one."""
+        if self._load_requested:
+            self._load_requested = False
+            await self.load()
+        claimed = await self.store.housekeeping(self._claim)
+        if not claimed:
+            self._signal_progress()
+            with anyio.move_on_after(self.settings.idle_poll_s):
+                await self._wake.wait()
+            self._wake = anyio.Event()
+            return
+        # Closing the memory does not wait for a batch being embedded: its claim
+        # lapses and another run embeds it.
+        vectors = await anyio.to_thread.run_sync(
+            self.embedder.embed, [row.text for row in claimed], abandon_on_cancel=True
+        )
+        await self.store.housekeeping(self._store, claimed, [encode(v) for v in vectors])
+        self._signal_progress()
+
+    async def release_claims(self) -> None:
+        """Give back what this process claimed and did not store (on closing), so
+        the next process need not wait for the lease to lapse."""
+        await self.store.housekeeping(_release, self._me)
 
     def _signal_progress(self) -> None:
         self._progress.set()
@@ -275,6 +287,10 @@ class Indexer:
         ]
         conn.executemany(STORE, rows)
         conn.executemany(DONE, [{k: row[k] for k in ("kind", "row_id", "me")} for row in rows])
+
+
+def _release(conn: sqlite3.Connection, me: int) -> None:
+    conn.execute(RELEASE, {"me": me})
 
 
 def _pending(conn: sqlite3.Connection) -> int:

@@ -66,7 +66,9 @@ class Semantic:
             return None
         vector = self._queries.get(text)
         if vector is None:
-            vector = (await anyio.to_thread.run_sync(self.embedder.embed, [text]))[0]
+            # A model trained with a question's prefix embeds queries its own way.
+            embed = getattr(self.embedder, "embed_query", self.embedder.embed)
+            vector = (await anyio.to_thread.run_sync(embed, [text]))[0]
             self._queries[text] = vector
             if len(self._queries) > QUERY_CACHE:
                 self._queries.popitem(last=False)

@@ -98,11 +98,8 @@ class MemoryScope:
             args = arguments
         else:
             raise TypeError(f"{operation.name} takes {operation.arguments.__name__}")
-        meaning = None
-        semantic = self._store.semantic
         query = getattr(args, "query", None)
-        if semantic is not None and not operation.writes and isinstance(query, str):
-            meaning = await semantic.meaning(query)
+        meaning = None if operation.writes else await self._meaning(query)
         run = self._store.write if operation.writes else self._store.read
         return await run(
             self.key.app, self.key.user, lambda tx: operation.run(tx, self.key, args), meaning
@@ -131,7 +128,15 @@ class MemoryScope:
             self.key.app,
             self.key.user,
             lambda tx: profile.session_context(tx, self.key, args.topic),
+            await self._meaning(args.topic),
         )
+
+    async def _meaning(self, query: str | None) -> Any:
+        """What a search for `query` knows of its meaning (`meaning.Meaning`), or None."""
+        semantic = self._store.semantic
+        if semantic is None or not query:
+            return None
+        return await semantic.meaning(query)
 
     # ------------------------------------------------------------ administration
 

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import os
+import socket
 import sqlite3
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -16,6 +18,21 @@ T0 = "2026-06-01T00:00:00Z"
 # Words only, unless a test asks for an embedder (tests/semantic/): the behaviour of
 # every other test is the lexical one, and servers the tests start inherit this.
 os.environ["CHRONOMEM_EMBEDDER"] = "none"
+# The suite runs offline (DESIGN §8): no hub, and no connection off this machine.
+os.environ["HF_HUB_OFFLINE"] = "1"
+LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+
+
+def _offline(event: str, args: tuple[object, ...]) -> None:
+    if event == "socket.connect":
+        sock, address = args
+        family = getattr(sock, "family", None)
+        network = family in (socket.AF_INET, socket.AF_INET6) and isinstance(address, tuple)
+        if network and str(address[0]) not in LOOPBACK:
+            raise OSError(f"the test suite runs offline: connecting to {address} refused")
+
+
+sys.addaudithook(_offline)
 
 
 class FakeClock:

@@ -47,7 +47,9 @@ class Embedder(Protocol):
     def dim(self) -> int: ...
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        """One unit row per text, in order. Blocking: call it off the event loop."""
+        """One unit row per text, in order. Blocking: call it off the event loop.
+        An embedder may also have `embed_query(texts)`, for a search's query, when
+        its model embeds questions differently from what they look for."""
         ...
 
 

@@ -8,6 +8,7 @@ on first use, so opening a database costs nothing more.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -86,6 +87,9 @@ class MiniLM:
         with self._lock:
             if self._session is not None:
                 return
+            # onnxruntime keeps a device id and a telemetry store under ~/.cache
+            # unless told not to: nothing of this process leaves its database.
+            os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
             import onnxruntime
             import tokenizers
 
