@@ -37,6 +37,7 @@ __all__ = [
     "run_on_file",
     "scope_options",
     "setting",
+    "sole",
     "time_options",
 ]
 
