@@ -11,6 +11,7 @@ import os
 import sqlite3
 import subprocess
 from collections.abc import Sequence
+from contextlib import closing
 from pathlib import Path
 
 import anyio
@@ -122,7 +123,7 @@ def test_a_one_shot_command_leaves_its_rows_to_serve_and_reindex(cli: Cli) -> No
     claim would keep `reindex` or a server waiting out its lease."""
     cli("remember", "Alice", "likes tea", "--embedder", "default")
     cli("search", "tea", "--embedder", "default")
-    with sqlite3.connect(cli.db) as conn:
+    with closing(sqlite3.connect(cli.db)) as conn:
         (claimed,) = conn.execute(
             "SELECT count(*) FROM vector_pending WHERE claimed_by != 0"
         ).fetchone()
