@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memory import GraphMemory
+from memory.embedding import Embedder
 from memory.store import DEFAULT_MAX_FACTS, DEFAULT_MAX_TURNS
 
 __all__ = [
@@ -81,6 +82,8 @@ class Settings:
     auth_tokens: str | None = None  # path of the token file; None: no auth
     max_facts: int = DEFAULT_MAX_FACTS  # per (app, user): see GraphMemory.open
     max_turns: int = DEFAULT_MAX_TURNS
+    # "default", "none" or an Embedder (GraphMemory.open); None: $CHRONOMEM_EMBEDDER
+    embedder: str | Embedder | None = None
     # HTTP transports only:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     max_sessions: int = DEFAULT_MAX_SESSIONS
@@ -91,4 +94,6 @@ class Settings:
     keep_alive_timeout: int = DEFAULT_KEEP_ALIVE_TIMEOUT
 
     def open_memory(self) -> AbstractAsyncContextManager[GraphMemory]:
-        return GraphMemory.open(self.db, max_facts=self.max_facts, max_turns=self.max_turns)
+        return GraphMemory.open(
+            self.db, max_facts=self.max_facts, max_turns=self.max_turns, embedder=self.embedder
+        )

@@ -1,4 +1,4 @@
-"""`chronomem inspect`, `stats`, `export`, `optimize`, `import` and `purge`."""
+"""`chronomem inspect`, `stats`, `export`, `optimize`, `reindex`, `import` and `purge`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from rich.progress import Progress
 from rich.table import Table
 from rich.tree import Tree
 
-from memory import MemoryScope
+from memory import GraphMemory, MemoryScope
+from memory.indexer import Progress as Counts
 
 from ..settings import resolve_db
 from .options import (
@@ -98,7 +99,8 @@ def inspect(
 @scope_options
 @json_option
 def stats(as_json: bool, **scope: Any) -> None:
-    """Counts: entities, current and closed facts and relations, turns, sessions, size.
+    """Counts: entities, current and closed facts and relations, turns, sessions, size,
+    and the rows ranked by meaning (vectors) and waiting for their vector.
 
     Example: chronomem stats
     """
@@ -170,6 +172,44 @@ def optimize(**scope: Any) -> None:
     """
     run_on_file(scope, lambda memory: memory.optimize())
     click.echo("search indexes merged", err=True)
+
+
+@click.command()
+@click.option("--all", "everything", is_flag=True, help="Embed every row again (a new model).")
+@scope_options
+@json_option
+def reindex(everything: bool, as_json: bool, **scope: Any) -> None:
+    """Embed the rows of the whole file (every user's) that wait for their vector.
+
+    `serve` embeds new rows in the background; this does it now, with a progress bar,
+    say after a bulk import or for a file written with --embedder none. With --all,
+    every row again, after a change of model. Example: chronomem reindex
+    """
+    show = sys.stderr.isatty() and not as_json
+    bar = Progress(console=Console(stderr=True), transient=True) if show else None
+
+    async def embed(memory: GraphMemory) -> tuple[Counts, str]:
+        name = memory.embedder.name if memory.embedder else "none"
+        if bar is None:
+            return await memory.reindex(everything=everything), name
+        with bar:
+            task = bar.add_task(f"embedding with {name}", total=None)
+
+            def advance(counts: Counts) -> None:
+                bar.update(task, completed=counts.indexed, total=counts.indexed + counts.pending)
+
+            return await memory.reindex(everything=everything, on_progress=advance), name
+
+    try:
+        counts, model = run_on_file(scope, embed, embeds=True)
+    except KeyboardInterrupt:  # what was stored stays: the next reindex goes on from there
+        click.echo("chronomem: reindex stopped; run it again to embed the rest", err=True)
+        sys.exit(130)
+    emit(
+        counts._asdict(),
+        as_json,
+        lambda c: f"{c['indexed']:,} rows have their vector ({model}), {c['pending']:,} wait",
+    )
 
 
 @click.command("import")
@@ -267,4 +307,4 @@ def purge(
     )
 
 
-COMMANDS = (inspect, stats, export, optimize, import_, purge)
+COMMANDS = (inspect, stats, export, optimize, reindex, import_, purge)

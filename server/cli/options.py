@@ -1,5 +1,5 @@
-"""What the subcommands share: the scope, storage-cap and output options, opening the
-database, and how an outcome becomes output and an exit status.
+"""What the subcommands share: the scope, embedder, storage-cap and output options,
+opening the database, and how an outcome becomes output and an exit status.
 
 Exit status: 0 on success, 2 on bad input (the engine's message on stderr), 1 on
 any other failure, 130 for an import stopped by Ctrl-C. Never a traceback.
@@ -19,7 +19,8 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
-from memory import ChronomemError, GraphMemory, InvalidInputError, MemoryScope
+from memory import ChronomemError, EmbedderError, GraphMemory, InvalidInputError, MemoryScope
+from memory.embedding import EMBEDDER_CHOICES
 from memory.errors import ImportInterrupted
 
 from ..settings import DEFAULT_MAX_FACTS, DEFAULT_MAX_TURNS, resolve_db
@@ -28,6 +29,7 @@ __all__ = [
     "DEFAULT_CAPS",
     "Caps",
     "cap_options",
+    "embedder_option",
     "emit",
     "json_option",
     "require_database",
@@ -35,6 +37,7 @@ __all__ = [
     "run_on_file",
     "scope_options",
     "setting",
+    "sole",
     "time_options",
 ]
 
@@ -43,7 +46,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # Names the shared options take among a command's parameters: an operation's
 # argument of one of these names would be shadowed (`operations` refuses it).
-SHARED_PARAMETERS = frozenset({"db", "app", "user", "project", "as_json", "max_facts", "max_turns"})
+SHARED_PARAMETERS = frozenset(
+    {"db", "app", "user", "project", "embedder", "as_json", "max_facts", "max_turns"}
+)
 
 
 class Caps(NamedTuple):
@@ -72,8 +77,21 @@ def _apply(command: F, options: list[Callable[[F], F]]) -> F:
     return command
 
 
+def embedder_option(command: F) -> F:
+    """--embedder (CHRONOMEM_EMBEDDER): whether searches rank by meaning too (DESIGN §8)."""
+    return setting(
+        "--embedder",
+        click.Choice(EMBEDDER_CHOICES, case_sensitive=False),
+        "default",
+        "Rank by meaning too with the bundled model (default; needs the semantic extra),"
+        " or by words only (none). Only serve and reindex embed; other commands rank by"
+        " words and leave what they write to them.",
+    )(command)
+
+
 def scope_options(command: F) -> F:
-    """--db, --app, --user, --project, with their environment variables and defaults."""
+    """--db, --app, --user, --project and --embedder, with their environment variables
+    and defaults: what every command that opens the database takes."""
     return _apply(
         command,
         [
@@ -102,6 +120,7 @@ def scope_options(command: F) -> F:
                 default=None,
                 help="Work inside this project (global memory stays visible).",
             ),
+            embedder_option,
         ],
     )
 
@@ -169,17 +188,28 @@ def run_on_file(
     *,
     creates: bool = False,
     caps: Caps = DEFAULT_CAPS,
+    embeds: bool = False,
 ) -> R:
-    """Open the database, run `operation` on the whole file, map errors to exit codes."""
+    """Open the database, run `operation` on the whole file, map errors to exit codes.
+
+    Only a command that `embeds` (reindex) opens it with `--embedder`. Any other ends
+    before the model could load (a process's first search ranks by words while it
+    loads), so the model would only slow it down, and rows its indexer claimed would
+    wait out their lease before `serve` or `reindex` could embed them. What it writes
+    waits in the file's backlog either way."""
     path = resolve_db(scope["db"])
     if not creates:
         require_database(path)
+    embedder = scope["embedder"] if embeds else "none"
 
     async def go() -> R:
-        async with GraphMemory.open(
-            path, max_facts=caps.max_facts, max_turns=caps.max_turns
-        ) as memory:
-            return await operation(memory)
+        try:
+            async with GraphMemory.open(
+                path, max_facts=caps.max_facts, max_turns=caps.max_turns, embedder=embedder
+            ) as memory:
+                return await operation(memory)
+        except BaseExceptionGroup as group:  # the indexer's task group wraps what we raised
+            raise sole(group) from None
 
     try:
         return anyio.run(go)
@@ -189,9 +219,17 @@ def run_on_file(
     except InvalidInputError as exc:  # MemoryFullError too
         click.echo(f"chronomem: {exc}", err=True)
         sys.exit(2)
-    except ChronomemError as exc:
+    except (ChronomemError, EmbedderError) as exc:
         click.echo(f"chronomem: {exc}", err=True)
         sys.exit(1)
+
+
+def sole(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one exception inside `group` (through nested groups), else `group` itself."""
+    inner: BaseException = group
+    while isinstance(inner, BaseExceptionGroup) and len(inner.exceptions) == 1:
+        inner = inner.exceptions[0]
+    return inner
 
 
 def require_database(path: str) -> None:

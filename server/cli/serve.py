@@ -19,6 +19,7 @@ import anyio
 import click
 
 from memory import DatabaseFileError
+from memory.embedding import Embedder, choose_embedder
 
 from ..auth import Grant, TokenFileError, create_token, read_tokens
 from ..settings import (
@@ -38,9 +39,9 @@ from ..settings import (
     is_loopback,
     resolve_db,
 )
-from .options import cap_options, scope_options, setting
+from .options import cap_options, scope_options, setting, sole
 
-__all__ = ["client_config", "serve", "token"]
+__all__ = ["client_config", "ranking", "serve", "token"]
 
 
 def http_limit_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -112,6 +113,18 @@ def client_config(transport: str, host: str, port: int, settings: Settings) -> d
     return {"mcpServers": {"chronomem": entry}}
 
 
+def ranking(choice: str, chosen: Embedder | None) -> str:
+    """How the server ranks what it finds, in the words it says on stderr (DESIGN §8)."""
+    if chosen is not None:
+        return f"ranking by words and meaning with {chosen.name}"
+    if choice == "none":
+        return "ranking by words only (--embedder none)"
+    return (
+        "ranking by words only: the semantic extra is not installed"
+        " (pip install 'chronomem[semantic]')"
+    )
+
+
 @click.command()
 @scope_options
 @click.option("--transport", type=click.Choice(TRANSPORTS), default="stdio", show_default=True)
@@ -141,6 +154,7 @@ def serve(
     app: str,
     user: str,
     project: str | None,
+    embedder: str,
     transport: str,
     host: str,
     port: int,
@@ -165,6 +179,7 @@ def serve(
     else:
         from ..app import build_server
 
+    chosen = choose_embedder(embedder)  # its model loads on first use, not here
     settings = Settings(
         resolve_db(db),
         app,
@@ -174,6 +189,7 @@ def serve(
         max_facts=max_facts,
         max_turns=max_turns,
         max_request_bytes=max_request_bytes,
+        embedder=chosen or "none",
         **limits,
     )
     if transport == "stdio" and auth_tokens:
@@ -196,6 +212,7 @@ def serve(
     if compat:
         where += ", reference-compatible tools"
     click.echo(f"chronomem: serving {settings.db} ({who}) over {where}", err=True)
+    click.echo(f"chronomem: {ranking(embedder, chosen)}", err=True)
     if settings.db != ":memory:" and not Path(settings.db).expanduser().exists():
         click.echo(f"chronomem: creating a new, empty database at {settings.db}", err=True)
     if transport != "stdio":
@@ -205,12 +222,15 @@ def serve(
     stopped_by: list[int] = []
 
     async def open_and_serve() -> None:
-        async with settings.open_memory() as memory:
-            with (
-                anyio.CancelScope() as serving,
-                stopped_by_signals(serving if transport == "stdio" else None, stopped_by),
-            ):
-                await run(build_server(settings, memory), settings, transport, host, port)
+        try:
+            async with settings.open_memory() as memory:
+                with (
+                    anyio.CancelScope() as serving,
+                    stopped_by_signals(serving if transport == "stdio" else None, stopped_by),
+                ):
+                    await run(build_server(settings, memory), settings, transport, host, port)
+        except BaseExceptionGroup as group:  # the indexer's task group wraps what we raised
+            raise sole(group) from None
 
     try:
         anyio.run(open_and_serve, backend_options=backend_options(transport))

@@ -35,6 +35,7 @@ READS = [
     ["export"],
     ["forget", "o_1"],
     ["optimize"],
+    ["reindex"],
     ["purge", "--user", "alice", "--yes"],
 ]
 
