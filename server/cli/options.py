@@ -37,7 +37,6 @@ __all__ = [
     "run_on_file",
     "scope_options",
     "setting",
-    "sole",
     "time_options",
 ]
 
@@ -203,13 +202,10 @@ def run_on_file(
     embedder = scope["embedder"] if embeds else "none"
 
     async def go() -> R:
-        try:
-            async with GraphMemory.open(
-                path, max_facts=caps.max_facts, max_turns=caps.max_turns, embedder=embedder
-            ) as memory:
-                return await operation(memory)
-        except BaseExceptionGroup as group:  # the indexer's task group wraps what we raised
-            raise sole(group) from None
+        async with GraphMemory.open(
+            path, max_facts=caps.max_facts, max_turns=caps.max_turns, embedder=embedder
+        ) as memory:
+            return await operation(memory)
 
     try:
         return anyio.run(go)
@@ -222,14 +218,6 @@ def run_on_file(
     except (ChronomemError, EmbedderError) as exc:
         click.echo(f"chronomem: {exc}", err=True)
         sys.exit(1)
-
-
-def sole(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The one exception inside `group` (through nested groups), else `group` itself."""
-    inner: BaseException = group
-    while isinstance(inner, BaseExceptionGroup) and len(inner.exceptions) == 1:
-        inner = inner.exceptions[0]
-    return inner
 
 
 def require_database(path: str) -> None:

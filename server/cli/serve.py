@@ -39,7 +39,7 @@ from ..settings import (
     is_loopback,
     resolve_db,
 )
-from .options import cap_options, scope_options, setting, sole
+from .options import cap_options, scope_options, setting
 
 __all__ = ["client_config", "ranking", "serve", "token"]
 
@@ -222,15 +222,12 @@ def serve(
     stopped_by: list[int] = []
 
     async def open_and_serve() -> None:
-        try:
-            async with settings.open_memory() as memory:
-                with (
-                    anyio.CancelScope() as serving,
-                    stopped_by_signals(serving if transport == "stdio" else None, stopped_by),
-                ):
-                    await run(build_server(settings, memory), settings, transport, host, port)
-        except BaseExceptionGroup as group:  # the indexer's task group wraps what we raised
-            raise sole(group) from None
+        async with settings.open_memory() as memory:
+            with (
+                anyio.CancelScope() as serving,
+                stopped_by_signals(serving if transport == "stdio" else None, stopped_by),
+            ):
+                await run(build_server(settings, memory), settings, transport, host, port)
 
     try:
         anyio.run(open_and_serve, backend_options=backend_options(transport))
