@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 import sqlite3
@@ -20,7 +21,13 @@ T0 = "2026-06-01T00:00:00Z"
 os.environ["CHRONOMEM_EMBEDDER"] = "none"
 # The suite runs offline (DESIGN §8): no hub, and no connection off this machine.
 os.environ["HF_HUB_OFFLINE"] = "1"
-LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _offline(event: str, args: tuple[object, ...]) -> None:
@@ -28,7 +35,7 @@ def _offline(event: str, args: tuple[object, ...]) -> None:
         sock, address = args
         family = getattr(sock, "family", None)
         network = family in (socket.AF_INET, socket.AF_INET6) and isinstance(address, tuple)
-        if network and str(address[0]) not in LOOPBACK:
+        if network and not _loopback(str(address[0])):
             raise OSError(f"the test suite runs offline: connecting to {address} refused")
 
 

@@ -20,6 +20,7 @@ from memory.timestamps import format_time
 from memory.transfer import ExportRecord, export_lines
 
 from .conftest import FakeClock
+from .schema_versions import as_schema_7
 
 pytestmark = pytest.mark.anyio
 
@@ -229,6 +230,7 @@ async def test_purging_a_project_erases_its_closings(
 
 def _as_schema_5(path: Path) -> None:
     """The file as schema 5 left it: no closing tables, the old closing triggers."""
+    as_schema_7(path)
     conn = sqlite3.connect(path)
     for table in (
         "entity_life",  # schema 7's
