@@ -67,6 +67,12 @@ def test_locomo_runs(tmp_path: Path) -> None:
     }
 
 
+@pytest.mark.skipif(not (DATA.exists() and LOCOMO.exists()), reason="data not beside it")
+def test_embedders_runs() -> None:
+    out = _run("bench.embedders", "--rows", "8")
+    assert "| all-MiniLM-L6-v2-int8 (bundled) |" in out
+
+
 def test_search_latency_runs() -> None:
     out = _run("bench.search_latency", "--entities", "20", "--turns", "60", "--queries", "5")
     assert "| search_nodes |" in out and "| recall |" in out
