@@ -28,7 +28,6 @@ from .store import Store, json_list
 
 __all__ = ["DEFAULT_INDEXING", "Indexer", "IndexerSettings", "Progress", "counts"]
 
-KIND_NAMES = {code: kind for kind, code in VECTOR_KINDS.items()}
 RETRY_S = 5.0
 
 

@@ -53,7 +53,8 @@ class Semantic:
     @property
     def ready(self) -> bool:
         loaded = getattr(self.embedder, "loaded", True)
-        return bool(loaded) and self.indexer.failure is None
+        usable = self.indexer.failure is None and self.indexer.model_mismatch is None
+        return bool(loaded) and usable
 
     async def meaning(self, text: str) -> Meaning | None:
         """The `Meaning` of `text`, or None while the model is not loaded (then its
@@ -61,8 +62,7 @@ class Semantic:
         if not self.ready:
             if self.indexer.failure is None and not self._loading:
                 self._loading = True
-                self.indexer.wake()  # it loads the model as it embeds
-                self._start_load()
+                self.indexer.load_soon()
             return None
         vector = self._queries.get(text)
         if vector is None:
@@ -75,6 +75,3 @@ class Semantic:
         else:
             self._queries.move_to_end(text)
         return Meaning(self.rows, vector)
-
-    def _start_load(self) -> None:
-        self.indexer.load_soon()
