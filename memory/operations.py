@@ -175,7 +175,8 @@ SEARCH_NODES = Operation(
     summary="Entities ranked by relevance to a query, each with the facts and relations "
     "that best answer it, best first.",
     description=_doc("""
-        Find what you know: entities ranked by relevance to plain words.
+        Find what you know: entities ranked by how well they answer a plain-text query
+        (a question or a few words; matched by words and, where enabled, by meaning).
 
         Call it before answering about the user's life, plans or preferences, and before
         remembering (for ids to replace). Each hit has only the facts and relations that
