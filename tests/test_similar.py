@@ -139,6 +139,13 @@ def engine_says(pairs: list[Pair]) -> tuple[float, float]:
     return measured.precision, measured.recall
 
 
+def test_the_engines_fast_test_is_the_measured_rule() -> None:
+    for pair in load_pairs():
+        alike = word_overlap(pair) >= RESTATES_AT
+        assert (restated([pair.b], [pair.a]) == [0]) is alike, pair
+        assert (restated([pair.a], [pair.b]) == [0]) is alike, pair
+
+
 def test_the_threshold_is_the_one_the_labelled_pairs_choose() -> None:
     choosing, _ = halves(load_pairs())
     chosen = choose_threshold(
