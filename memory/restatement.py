@@ -115,6 +115,8 @@ def restated(added: Sequence[str], known: Sequence[str]) -> list[int]:
     words of the other: two subset tests a fact, in C. This runs for every open fact
     of the entity on every `remember`, and most share little with the new facts."""
     new = [fact for fact in map(fact_words, added) if fact.words]
+    if not new:
+        return []
     words = list(map(fact_words, known))
     sets = list(map(_words_of, words))
     best: dict[int, Likeness] = {}

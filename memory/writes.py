@@ -341,7 +341,7 @@ def remember(tx: Tx, scope: ScopeKey, args: RememberArgs) -> RememberResult:
     # A backfill is history: an open fact restating it is no repeat.
     similar = (
         _similar(visible_open, closing, {*new_texts, *duplicate_keys}, new_texts)
-        if ends_at is None
+        if new_texts and ends_at is None
         else []
     )
     return RememberResult(
