@@ -218,6 +218,10 @@ def _is_none(value: object) -> bool:
     return value is None
 
 
+def _is_empty(value: object) -> bool:
+    return not value
+
+
 # A field that is null is left out of the JSON form: results are read by models with
 # small budgets (DESIGN §3), and most facts have no attribute and are still open.
 def _omitted_when_none(description: str | None = None) -> Any:
@@ -321,6 +325,11 @@ class RememberResult(_Model):
     added: list[Observation]
     duplicates: list[Observation]
     superseded: list[Observation]
+    similar: list[Observation] = Field(
+        default_factory=list,
+        exclude_if=_is_empty,
+        description="Open facts of the entity that an added fact restates, most alike first.",
+    )
 
 
 class RelateResult(_Model):
@@ -363,10 +372,6 @@ class TypeVersion(_Model):
 class EntityDeletion(_Model):
     deleted_at: str
     restored_at: str | None = _omitted_when_none("When something was written about it again.")
-
-
-def _is_empty(value: object) -> bool:
-    return not value
 
 
 class HistoryResult(_Model):

@@ -132,7 +132,8 @@ REMEMBER = Operation(
         For what is worth knowing next time, not small talk; one short statement per
         fact. When a fact changes, pass the old fact's id in `replaces`, or use
         `attribute` for a single-valued slot (plan, timezone), rather than add a
-        contradiction. Repeating a known fact changes nothing.
+        contradiction. Repeating a known fact changes nothing. `similar` lists known
+        facts a new one restates: forget one, or replace it.
     """),
 )
 

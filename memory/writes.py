@@ -39,6 +39,7 @@ from .queries import (
     visible_entities,
     visible_entity,
 )
+from .restatement import restated
 from .schema import RETYPE_FTS_STATS
 from .store import Tx, json_list
 from .temporal import Moment, observation_view, relation_view
@@ -259,7 +260,8 @@ def remember(tx: Tx, scope: ScopeKey, args: RememberArgs) -> RememberResult:
         row["seq"]: row
         for row in _resolve_replaces(tx, scope, owner, args.replaces, "observation", valid_from)
     }
-    open_facts = [row for row in tx.all(SELECT_OPEN_FACTS, params) if row["seq"] not in closing]
+    visible_open = tx.all(SELECT_OPEN_FACTS, params)
+    open_facts = [row for row in visible_open if row["seq"] not in closing]
     attribute_key = match_key(args.attribute) if args.attribute else None
     ends_at: int | None = None
     if attribute_key is not None:
@@ -336,6 +338,12 @@ def remember(tx: Tx, scope: ScopeKey, args: RememberArgs) -> RememberResult:
         if closing
         else []
     )
+    # A backfill is history: an open fact restating it is no repeat.
+    similar = (
+        _similar(visible_open, closing, {*new_texts, *duplicate_keys}, new_texts)
+        if new_texts and ends_at is None
+        else []
+    )
     return RememberResult(
         entity=entity.ref(),
         added=[added[key] for key in new_texts],
@@ -344,7 +352,25 @@ def remember(tx: Tx, scope: ScopeKey, args: RememberArgs) -> RememberResult:
             for key in duplicate_keys
         ],
         superseded=[observation_view(row, at) for row in superseded],
+        similar=[observation_view(row, at) for row in similar],
     )
+
+
+def _similar(
+    visible_open: Sequence[sqlite3.Row],
+    closing: dict[int, sqlite3.Row],
+    call_keys: set[str],
+    new_texts: dict[str, str],
+) -> list[sqlite3.Row]:
+    """The open facts, of those the call leaves open and does not repeat, that an added
+    fact restates (DESIGN §8), most alike first."""
+    known = [
+        row
+        for row in visible_open
+        if row["seq"] not in closing and row["text_key"] not in call_keys
+    ]
+    found = restated(list(new_texts.values()), [row["text"] for row in known])
+    return [known[index] for index in found]
 
 
 # ---------------------------------------------------------------- relate

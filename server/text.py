@@ -212,6 +212,7 @@ def _remember(result: RememberResult) -> str:
             *_section("Added", [_fact(o) for o in result.added]),
             *_section("Already known", [_fact(o) for o in result.duplicates]),
             *_section("Closed", [_fact(o) for o in result.superseded]),
+            *_section("Similar (forget one, or replace it)", [_fact(o) for o in result.similar]),
         ]
     )
 

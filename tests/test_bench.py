@@ -274,3 +274,10 @@ async def test_load_connection_does_not_reuse_one_the_server_closed_while_idle()
             await connection.aclose()
             group.cancel_scope.cancel()
     assert len(accepted) == 2
+
+
+def test_similar_runs() -> None:
+    out = _run("bench.similar", "--embedder", "none")
+    assert re.match(r"\d+ pairs \(\d+ restatements\); threshold chosen on \d+, held out", out)
+    assert "| words: overlap (remember) | 1.000 |" in out
+    assert "RESTATES_AT = 1.0: the same as chosen here" in out

@@ -83,7 +83,7 @@ def test_operation_signatures_match_the_design() -> None:
 
 def test_result_fields_match_the_design() -> None:
     fields = {
-        models.RememberResult: ["entity", "added", "duplicates", "superseded"],
+        models.RememberResult: ["entity", "added", "duplicates", "superseded", "similar"],
         models.EntityRef: ["name", "entity_type", "created"],
         models.RelateResult: ["relation", "existing", "created_entities", "superseded"],
         models.ForgetResult: ["invalidated", "already_invalid", "not_found"],

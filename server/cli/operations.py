@@ -119,6 +119,7 @@ def _remembered(r: RememberResult) -> str:
         + [f"  + {_fact(o)}" for o in r.added]
         + [f"  = {_fact(o)} (already known)" for o in r.duplicates]
         + [f"  - {_fact(o)}" for o in r.superseded]
+        + [f"  ~ {_fact(o)} (similar)" for o in r.similar]
     )
 
 

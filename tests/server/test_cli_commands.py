@@ -32,6 +32,14 @@ def test_the_installed_executable_helps_and_keeps_what_it_is_told(tmp_path: Path
     assert "likes tea" in chronomem("search", "tea").stdout
 
 
+def test_remember_shows_the_facts_a_new_one_restates(cli: Cli) -> None:
+    paris = cli.json("remember", "Alice", "lives in Paris")["added"][0]["id"]
+    shown = cli("remember", "Alice", "lives in Paris, France").stdout.splitlines()
+    assert shown[1].startswith("  + lives in Paris, France  (since ")
+    assert shown[2].startswith("  ~ lives in Paris  (since ")
+    assert shown[2].endswith(f"; {paris}) (similar)")
+
+
 def test_every_operation_from_the_command_line(cli: Cli) -> None:
     added = cli.json("remember", "Alice", "likes tea", "runs 5k", "--type", "person")
     assert added["entity"] == {"name": "Alice", "entity_type": "person", "created": True}

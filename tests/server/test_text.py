@@ -134,6 +134,15 @@ async def test_reads_render_every_id_time_and_text(client: Client) -> None:
     assert "… and 1 more fact and 1 more relation (open_nodes for all)" in text
 
 
+async def test_remember_renders_the_facts_a_new_one_restates(client: Client) -> None:
+    first, _ = await call(client, "remember", entity="Alice", facts=["lives in Paris"])
+    again, text = await call(client, "remember", entity="Alice", facts=["lives in Paris, France"])
+    paris = first["added"][0]["id"]
+    assert [o["id"] for o in again["similar"]] == [paris]
+    assert assert_rows_rendered(again, text) == 2
+    assert text.split("Similar (forget one, or replace it):\n")[1].startswith(f"- {paris} ")
+
+
 async def test_writes_render_what_they_changed(client: Client) -> None:
     tea, text = await call(client, "remember", entity="Alice", facts=["likes tea"])
     assert assert_rows_rendered(tea, text) == 1
