@@ -95,6 +95,18 @@ def fact_words(text: str, stemming: bool = True) -> FactWords:
     return FactWords(kept, not NEGATIONS.isdisjoint(words))
 
 
+_NUMBER_WORDS: dict[str, list[str]] = {}
+for _word, _digits in NUMBERS.items():
+    _NUMBER_WORDS.setdefault(_digits, []).append(_word)
+
+
+def _search_keys(word: str) -> list[str]:
+    """What is in the folded text of every fact that has `word` (a stem): the stem
+    itself, but for a final "y" ("study" for "studies"), and a number's words."""
+    keys = [word[:-1] if word.endswith("y") and len(word) > 1 else word]
+    return keys + _NUMBER_WORDS.get(word, [])
+
+
 _NOTHING = Likeness(0.0, 0.0)
 _words_of = operator.attrgetter("words")
 
@@ -117,13 +129,19 @@ def restated(added: Sequence[str], known: Sequence[str]) -> list[int]:
     new = [fact for fact in map(fact_words, added) if fact.words]
     if not new:
         return []
-    words = list(map(fact_words, known))
+    # A fact restating another shares a word with it, and each word's search key is
+    # in the text of any fact that has the word: most open facts are passed over by
+    # a substring test each, without working out their words.
+    keys = {key for fact in new for word in fact.words for key in _search_keys(word)}
+    folded = map(_folded, known)
+    passing = [i for i, text in enumerate(folded) if any(key in text for key in keys)]
+    words = [fact_words(known[i]) for i in passing]
     sets = list(map(_words_of, words))
     best: dict[int, Likeness] = {}
     for fact in new:
         either = map(operator.or_, map(fact.words.issuperset, sets), map(fact.words.issubset, sets))
-        for index in itertools.compress(range(len(sets)), either):
-            other = words[index]
+        for position in itertools.compress(range(len(sets)), either):
+            other, index = words[position], passing[position]
             if other.words and other.negated == fact.negated:
                 alike = likeness(fact, other)
                 best[index] = max(best.get(index, alike), alike)
