@@ -10,12 +10,17 @@ write never waits for it: it only wakes it.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
+import os
 import random
 import sqlite3
 import sys
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -29,6 +34,7 @@ from .store import Store, json_list
 __all__ = ["DEFAULT_INDEXING", "Indexer", "IndexerSettings", "Progress", "counts"]
 
 RETRY_S = 5.0
+INDEXER_NICENESS = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +135,9 @@ class Indexer:
         self._wake = anyio.Event()
         self._progress = anyio.Event()
         self._load_requested = False
+        # Embedding runs on a thread of its own, at a lower priority where the system
+        # allows it, so that requests served meanwhile get the CPU first.
+        self._thread = ThreadPoolExecutor(1, "chronomem-indexer", initializer=_lower_priority)
 
     def load_soon(self) -> None:
         """Load the model in the background (a search found it not loaded)."""
@@ -166,10 +175,11 @@ class Indexer:
                 await self._wake.wait()
             self._wake = anyio.Event()
             return
-        # Closing the memory does not wait for a batch being embedded: its claim
-        # lapses and another run embeds it.
-        vectors = await anyio.to_thread.run_sync(
-            self.embedder.embed, [row.text for row in claimed], abandon_on_cancel=True
+        # Closing the memory does not wait for a batch being embedded: its claims are
+        # given back, and another run embeds it.
+        texts = [row.text for row in claimed]
+        vectors = await asyncio.get_running_loop().run_in_executor(
+            self._thread, self.embedder.embed, texts
         )
         await self.store.housekeeping(self._store, claimed, [encode(v) for v in vectors])
         self._signal_progress()
@@ -177,6 +187,7 @@ class Indexer:
     async def release_claims(self) -> None:
         """Give back what this process claimed and did not store (on closing), so
         the next process need not wait for the lease to lapse."""
+        self._thread.shutdown(wait=False, cancel_futures=True)
         await self.store.housekeeping(_release, self._me)
 
     def _signal_progress(self) -> None:
@@ -300,6 +311,13 @@ def _pending(conn: sqlite3.Connection) -> int:
 def _requeue_all(conn: sqlite3.Connection) -> None:
     for statement in REQUEUE_ALL:
         conn.execute(statement)
+
+
+def _lower_priority() -> None:
+    setpriority = getattr(os, "setpriority", None)  # not on Windows
+    if setpriority is not None:
+        with contextlib.suppress(OSError):  # Linux: a thread's own niceness
+            setpriority(os.PRIO_PROCESS, threading.get_native_id(), INDEXER_NICENESS)
 
 
 async def counts(store: Store) -> Progress:

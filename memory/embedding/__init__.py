@@ -58,10 +58,12 @@ def semantic_extra_missing() -> list[str]:
     return [name for name in EXTRA_MODULES if importlib.util.find_spec(name) is None]
 
 
-def choose_embedder(choice: str | Embedder | None = None) -> Embedder | None:
+def choose_embedder(choice: str | Embedder | None = None, threads: int = 1) -> Embedder | None:
     """The embedder for `choice`: an `Embedder` as given; "default" (the default, or
     $CHRONOMEM_EMBEDDER when `choice` is None) the bundled model when the `semantic`
-    extra is installed, else None; "none" None. The model loads on first use.
+    extra is installed, else None; "none" None. The model loads on first use, and
+    runs on `threads` cores (0: every core): one by default, so that a server's
+    background indexing leaves the other to the requests.
 
     Raises:
         ValueError: `choice` names no embedder.
@@ -77,4 +79,4 @@ def choose_embedder(choice: str | Embedder | None = None) -> Embedder | None:
         return None
     from .minilm import MiniLM
 
-    return MiniLM()
+    return MiniLM(threads=threads)

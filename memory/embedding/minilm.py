@@ -65,7 +65,7 @@ class MiniLM:
         model_path: Path | None = None,
         *,
         model_sha256: str = MODEL_SHA256,
-        threads: int = 0,
+        threads: int = 1,
     ) -> None:
         self._model_path = model_path
         self._model_sha256 = model_sha256

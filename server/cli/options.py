@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from memory import ChronomemError, EmbedderError, GraphMemory, InvalidInputError, MemoryScope
-from memory.embedding import EMBEDDER_CHOICES
+from memory.embedding import EMBEDDER_CHOICES, choose_embedder
 from memory.errors import ImportInterrupted
 
 from ..settings import DEFAULT_MAX_FACTS, DEFAULT_MAX_TURNS, resolve_db
@@ -199,7 +199,8 @@ def run_on_file(
     path = resolve_db(scope["db"])
     if not creates:
         require_database(path)
-    embedder = scope["embedder"] if embeds else "none"
+    # reindex has the machine to itself: the model may take every core.
+    embedder = (choose_embedder(scope["embedder"], threads=0) or "none") if embeds else "none"
 
     async def go() -> R:
         async with GraphMemory.open(
