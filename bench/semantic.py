@@ -175,10 +175,15 @@ def export_lines(facts: list[str], prefix: str = "") -> Iterator[str]:
         )
 
 
-def model() -> Embedder:
+def model(threads: int | None = None) -> Embedder:
+    """The bundled model; with `threads`, run on that many threads (0: every core)."""
     embedder = choose_embedder("default")
     if embedder is None:
         sys.exit("the semantic extra is not installed (make install)")
+    if threads is not None:
+        from memory.embedding.minilm import MiniLM
+
+        return MiniLM(threads=threads)
     return embedder
 
 
@@ -210,7 +215,7 @@ async def writes_round(embedder_choice: str, calls: int) -> dict[str, dict[str, 
     """One process's p50/p95 (ms) of each write, during a backlog and idle."""
     embedder: Embedder | str = model() if embedder_choice == "default" else "none"
     if not isinstance(embedder, str):
-        embedder.load()  # a server has loaded it by the time writes come
+        embedder.embed(["loaded"])  # a server has loaded it by the time writes come
     facts = real_facts(3_000 + 2 * calls + 100)
     turns = real_turns(2 * calls + 100)
     folder = tempfile.mkdtemp()
@@ -294,7 +299,7 @@ def writes(args: argparse.Namespace) -> None:
 
 async def indexer(args: argparse.Namespace) -> None:
     embedder = model()
-    embedder.load()
+    embedder.embed(["loaded"])  # the clock starts with the model loaded
     print(f"Machine: {machine()}; model {embedder.name}\n")
     print("| rows | stored | seconds to wait_until_indexed | rows/s |")
     print("|---|---|---|---|")
@@ -314,9 +319,8 @@ async def indexer(args: argparse.Namespace) -> None:
             await mem.wait_until_indexed()
             seconds = time.perf_counter() - started
             rows = (await mem.index_progress()).indexed
-        print(
-            f"| {kind} | {rows:,} ({'with their entities' if kind == 'facts' else 'turns'}) | {seconds:.1f} | {rows / seconds:,.0f} |"
-        )
+        what = "facts and their entities' names" if kind == "facts" else "turns"
+        print(f"| {kind} | {rows:,} {what} | {seconds:.1f} | {rows / seconds:,.0f} |")
     characters = statistics.mean(len(t["text"]) for t in real_turns(args.turns))
     median = statistics.median(map(len, real_facts(args.facts)))
     print(
@@ -387,10 +391,14 @@ def base_vectors(count: int) -> dict[str, npt.NDArray[np.float32]]:
 SEARCH_WORKER_WARM_UP = 5
 
 
-async def search_worker(path: str, queries: list[str]) -> dict[str, Any]:
+async def search_worker(
+    path: str, queries: list[str], settle: float, threads: int | None
+) -> dict[str, Any]:
     """p50/p95 of search_nodes by words only and hybrid, alternating query by query,
-    on one file; then hybrid again with each query's vector already made."""
-    embedder = model()
+    on one file; then hybrid again with each query's vector already made. Before
+    that, `settle` seconds of hybrid searches (times kept apart): a large set's rows
+    are grouped for approximate search on a background thread meanwhile."""
+    embedder = model(threads)
     before = memory_now()
     times: dict[str, list[float]] = {"words": [], "hybrid": [], "hybrid, query known": []}
     async with (
@@ -405,6 +413,12 @@ async def search_worker(path: str, queries: list[str]) -> dict[str, Any]:
         started = time.perf_counter()
         await calls["hybrid"].search_nodes(query=queries[0], limit=10)
         first = time.perf_counter() - started
+        settling: list[float] = []
+        until = time.perf_counter() + settle
+        while time.perf_counter() < until:
+            begun = time.perf_counter()
+            await calls["hybrid"].search_nodes(query=queries[len(settling) % 50], limit=10)
+            settling.append(time.perf_counter() - begun)
         for query in queries[1:SEARCH_WORKER_WARM_UP]:
             for scope in calls.values():
                 await scope.search_nodes(query=query, limit=10)
@@ -418,7 +432,13 @@ async def search_worker(path: str, queries: list[str]) -> dict[str, Any]:
             started = time.perf_counter()
             await calls["hybrid"].search_nodes(query=query, limit=10)
             times["hybrid, query known"].append(time.perf_counter() - started)
-    return {"times": times, "first": first, "memory": memory_now(), "before": before}
+    return {
+        "times": times,
+        "first": first,
+        "settling": settling,
+        "memory": memory_now(),
+        "before": before,
+    }
 
 
 async def served_rss(path: Path, queries: list[str]) -> int:
@@ -441,6 +461,8 @@ async def served_rss(path: Path, queries: list[str]) -> int:
 
 
 async def search(args: argparse.Namespace) -> None:
+    if args.settle is None:
+        args.settle = 60.0 if args.facts >= 100_000 else 0.0
     folder = Path(tempfile.mkdtemp(dir=args.dir))
     path = folder / "search.db"
     started = time.perf_counter()
@@ -474,7 +496,8 @@ async def search(args: argparse.Namespace) -> None:
         )
     queries = real_queries(SEARCH_WORKER_WARM_UP + args.queries)
     done = subprocess.run(
-        [sys.executable, "-m", "bench.semantic", "search-worker", str(path)],
+        [sys.executable, "-m", "bench.semantic", "search-worker", str(path), str(args.settle)]
+        + ([] if args.threads is None else ["--threads", str(args.threads)]),
         input=json.dumps(queries),
         capture_output=True,
         text=True,
@@ -485,12 +508,22 @@ async def search(args: argparse.Namespace) -> None:
     size = sum(p.stat().st_size for p in folder.glob("search.db*"))
     print(f"Machine: {machine()}")
     print(how)
-    print(f"File {size / 2**20:,.0f} MiB; {args.queries} distinct questions, limit 10.\n")
+    threads = "every core" if args.threads in (None, 0) else f"{args.threads} thread(s)"
+    print(
+        f"File {size / 2**20:,.0f} MiB; {args.queries} distinct questions, limit 10; the "
+        f"model on {threads} in the search process.\n"
+    )
     print("| search_nodes | p50 ms | p95 ms |")
     print("|---|---|---|")
     for name, times in measured["times"].items():
         print(f"| {name} | {summary(times)} |")
     memory = measured["memory"]
+    settling = measured["settling"]
+    if settling:
+        print(
+            f"\nBefore timing: {args.settle:g} s of hybrid searches, {len(settling)} of them, "
+            f"p50 {ms(percentile(settling, 50))} ms (rows scored one by one until grouped)."
+        )
     print(
         f"\nFirst hybrid search after opening (reads the vectors): {measured['first'] * 1000:,.0f}"
         f" ms. Search process after the searches (model loaded; the file opened twice, with"
@@ -605,18 +638,22 @@ def recall(args: argparse.Namespace) -> None:
         [(i, encode(v)) for i, v in enumerate(rows)],
     )
     exact = NearestRows(rows.shape[1], "m", approximate_from=10**12)
-    approximate = NearestRows(rows.shape[1], "m", approximate_from=1)
+    approximate = NearestRows(rows.shape[1], "m", approximate_from=1, probes=args.probes)
     started = time.perf_counter()
     approximate.nearest(db, 1, "observation", queries[0], 10)
     approximate.wait_until_built()
     built = time.perf_counter() - started
     exact.nearest(db, 1, "observation", queries[0], 10)
-    print(f"Machine: {machine()}; {source}: {args.rows:,} rows, {args.queries} queries")
+    print(
+        f"Machine: {machine()}; {source}: {args.rows:,} rows, {args.queries} queries "
+        f"(other vectors of the same source); {args.probes} groups probed"
+    )
     print(f"Approximate index built in {built:.1f} s\n")
     print("| k | recall@k | exact p50 ms | approximate p50 ms |")
     print("|---|---|---|---|")
     for k in (10, 200):
-        found, times = [], {"exact": [], "approximate": []}
+        found: list[float] = []
+        times: dict[str, list[float]] = {"exact": [], "approximate": []}
         for query in queries:
             results = {}
             for name, rows_of in (("exact", exact), ("approximate", approximate)):
@@ -650,10 +687,13 @@ def arguments() -> argparse.Namespace:
     p.add_argument("--facts", type=int, default=10_000)
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--synthetic", action="store_true", help="write the vectors directly")
+    p.add_argument("--settle", type=float, default=None, help="seconds of searches before timing")
     p.add_argument("--dir", type=Path, default=None, help="make the file here")
     p.add_argument("--keep", action="store_true")
     p = parts.add_parser("search-worker")  # the measuring process of `search`
     p.add_argument("path")
+    p.add_argument("settle", type=float)
+    p.add_argument("--threads", type=int, default=None)
     p = parts.add_parser("tenants", help="one user's hybrid search among many")
     p.add_argument("--users", type=int, default=200)
     p.add_argument("--facts", type=int, default=1_000)
@@ -663,6 +703,7 @@ def arguments() -> argparse.Namespace:
     p.add_argument("--rows", type=int, default=50_000)
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--vectors", type=Path, default=None, help="a bench.embedding_cache file")
+    p.add_argument("--probes", type=int, default=NearestRows.probes, help="groups scored")
     return parser.parse_args()
 
 
@@ -677,7 +718,9 @@ def main() -> None:
     elif args.part == "search":
         asyncio.run(search(args))
     elif args.part == "search-worker":
-        print(json.dumps(asyncio.run(search_worker(args.path, json.loads(sys.stdin.read())))))
+        queries = json.loads(sys.stdin.read())
+        measured = asyncio.run(search_worker(args.path, queries, args.settle, args.threads))
+        print(json.dumps(measured))
     elif args.part == "tenants":
         asyncio.run(tenants(args))
     else:

@@ -59,8 +59,8 @@ NEW_VECTORS = """
 STATE = "SELECT model, removed FROM vector_state WHERE id = 1"
 PAGE = 10_000  # vectors read from the file at a time
 BLOCK = 4_096  # int8 rows turned into float32 at a time (stays in the CPU's cache)
-SAMPLE_PER_LIST = 64  # rows of the k-means sample per centroid
-ITERATIONS = 8  # of k-means
+SAMPLE_PER_LIST = 32  # rows of the k-means sample per centroid
+ITERATIONS = 6  # of k-means
 
 
 def _quantised(blobs: list[bytes], dim: int) -> tuple[npt.NDArray[np.int8], Matrix]:
@@ -84,6 +84,19 @@ def _products(codes: npt.NDArray[np.int8], positions: npt.NDArray[np.intp], by: 
     for start in range(0, len(positions), BLOCK):
         part = positions[start : start + BLOCK]
         out[start : start + len(part)] = codes[part].astype(np.float32) @ by
+    return out
+
+
+def _dots(codes: npt.NDArray[np.int8], positions: npt.NDArray[np.intp], query: Matrix) -> Matrix:
+    """codes[positions] @ query: einsum reads the int8 rows as they are, where BLAS
+    wants a float32 copy (and its threads wait for each other on a busy machine)."""
+    out = np.empty(len(positions), dtype=np.float32)
+    wide = codes.shape[1] % 8 == 0  # rows gathered 8 bytes at a time, not 1
+    rows = codes.view(np.uint64) if wide else codes
+    for start in range(0, len(positions), BLOCK):
+        part = rows[positions[start : start + BLOCK]]
+        block = part.view(np.int8) if wide else part
+        out[start : start + len(part)] = np.einsum("ij,j->i", block, query)
     return out
 
 
@@ -161,10 +174,11 @@ class _Rows:
     there are fewer than `approximate_from`, as int8 components and scales, grouped
     by `_Lists`, from then on."""
 
-    def __init__(self, dim: int, approximate_from: int, seed: int) -> None:
+    def __init__(self, dim: int, approximate_from: int, group_aside_from: int, seed: int) -> None:
         self.count = 0
         self.last_seq = 0
         self.approximate_from = approximate_from
+        self.group_aside_from = group_aside_from
         self._seed = seed
         self._ids = np.empty(0, dtype=np.int64)
         self._matrix: Matrix | None = np.empty((0, dim), dtype=np.float32)
@@ -173,7 +187,10 @@ class _Rows:
         self.lists: _Lists | None = None
         self._rebuilt: _Lists | None = None  # found on the background thread
         self._rebuilding: threading.Thread | None = None
-        self._order = np.empty(0, dtype=np.intp)  # positions of rows < _ordered, by id
+        # The first rows' positions in id order, and their ids; later rows are searched
+        # one by one until there are many.
+        self._order = np.empty(0, dtype=np.intp)
+        self._sorted_ids = np.empty(0, dtype=np.int64)
 
     @property
     def ids(self) -> npt.NDArray[np.int64]:
@@ -213,16 +230,24 @@ class _Rows:
         if self._rebuilt is not None:
             self.lists, self._rebuilt, self._rebuilding = self._rebuilt, None, None
         if self.lists is None:
-            self.lists = _Lists.build(self._codes, self.count, self._seed)
-        self.lists.add(self._codes, self.count)
-        if self.count >= 2 * self.lists.trained_on and self._rebuilding is None:
-            codes, count = self._codes, self.count  # rows below `count` never change
+            if self._rebuilding is None and self.count < self.group_aside_from:
+                self.lists = _Lists.build(self._codes, self.count, self._seed)
+            elif self._rebuilding is None:  # every row is scored until it is done
+                self._rebuild()
+        if self.lists is not None:
+            self.lists.add(self._codes, self.count)
+            if self.count >= 2 * self.lists.trained_on and self._rebuilding is None:
+                self._rebuild()
 
-            def rebuild() -> None:
-                self._rebuilt = _Lists.build(codes, count, self._seed)
+    def _rebuild(self) -> None:
+        """Find the groups again, on a background thread, for the rows there are now."""
+        codes, count = self._codes, self.count  # rows below `count` never change
 
-            self._rebuilding = threading.Thread(target=rebuild, daemon=True)
-            self._rebuilding.start()
+        def rebuild() -> None:
+            self._rebuilt = _Lists.build(codes, count, self._seed)
+
+        self._rebuilding = threading.Thread(target=rebuild, daemon=True)
+        self._rebuilding.start()
 
     def wait_until_built(self) -> None:
         thread = self._rebuilding
@@ -234,14 +259,16 @@ class _Rows:
         their cosines with `query`."""
         if self._matrix is not None:
             return np.arange(self.count), self._matrix[: self.count] @ query
-        assert self.lists is not None
-        positions = self.lists.candidates(query, probes, k).astype(np.intp)
+        if self.lists is None:
+            positions = np.arange(self.count)
+        else:
+            positions = self.lists.candidates(query, probes, k).astype(np.intp)
         return positions, self.cosines(positions, query)
 
     def cosines(self, positions: npt.NDArray[np.intp], query: Matrix) -> Matrix:
         if self._matrix is not None:
             return self._matrix[positions] @ query
-        return _products(self._codes, positions, query) * self._scales[positions]
+        return _dots(self._codes, positions, query) * self._scales[positions]
 
     def positions_of(
         self, wanted: npt.NDArray[np.int64]
@@ -250,8 +277,9 @@ class _Rows:
         ordered = len(self._order)
         if self.count - ordered > max(1_024, self.count // 16):
             self._order = np.argsort(self.ids, kind="stable")
+            self._sorted_ids = self.ids[self._order]
             ordered = self.count
-        sorted_ids = self._ids[self._order]
+        sorted_ids = self._sorted_ids
         found_ids: list[npt.NDArray[np.int64]] = []
         found_at: list[npt.NDArray[np.intp]] = []
         if ordered:
@@ -280,12 +308,16 @@ class NearestRows:
     """Each (owner, kind)'s vectors, read from the file as they are stored.
 
     `approximate_from`: from this many vectors of one (owner, kind) on, search is
-    approximate; `probes`: groups of rows scored per search then."""
+    approximate; `probes`: groups of rows scored per search then;
+    `group_aside_from`: from this many rows on, the first grouping is found on a
+    background thread (every row is scored until it is done), not in the search that
+    first reads them."""
 
     dim: int
     model: str  # vectors of another model are never compared with ours
     approximate_from: int = 50_000
-    probes: int = 16
+    probes: int = 24
+    group_aside_from: int = 100_000
     seed: int = 0
     _rows: dict[tuple[int, int], _Rows] = field(default_factory=dict)
     _removed: int = -1
@@ -330,13 +362,15 @@ class NearestRows:
     def _current(self, conn: sqlite3.Connection, owner: int, kind: int) -> _Rows:
         model, removed = conn.execute(STATE).fetchone()
         if model != self.model:
-            return _Rows(self.dim, self.approximate_from, self.seed)
+            return _Rows(self.dim, self.approximate_from, self.group_aside_from, self.seed)
         if removed != self._removed:  # vectors went (purge, reindex): read them again
             self._rows.clear()
             self._removed = removed
         rows = self._rows.get((owner, kind))
         if rows is None:
-            rows = self._rows[(owner, kind)] = _Rows(self.dim, self.approximate_from, self.seed)
+            rows = self._rows[(owner, kind)] = _Rows(
+                self.dim, self.approximate_from, self.group_aside_from, self.seed
+            )
         cursor = conn.execute(NEW_VECTORS, {"owner": owner, "kind": kind, "after": rows.last_seq})
         while new := cursor.fetchmany(PAGE):
             rows.extend([r[1] for r in new], [r[2] for r in new], new[-1][0])

@@ -148,3 +148,37 @@ def test_the_groups_are_found_again_as_the_rows_grow() -> None:
     best_e, _ = exact.nearest(file.conn, OWNER, "observation", query, 700)
     assert len(best_a) == 700
     assert [r for r, _ in best_a] == [r for r, _ in best_e]
+
+
+@pytest.mark.parametrize("approximate_from", [1, 10**9])
+def test_cosines_of_rows_asked_for_among_many(approximate_from: int) -> None:
+    """Rows asked for by id are found among many rows read at once and among those
+    read since."""
+    file = File()
+    rows = random_rows(3_000, seed=17)
+    file.add(0, rows[::-1].copy())  # ids need not come in order
+    nearest = NearestRows(DIM, "m", approximate_from=approximate_from, probes=2)
+    query = random_rows(1, seed=18)[0]
+    nearest.nearest(file.conn, OWNER, "observation", query, 5, also=[1])
+    file.add(10_000, rows[:100])
+    also = [0, 1_500, 2_999, 10_000, 10_099, 5_000]  # 5,000 has no vector
+    _, cosines = nearest.nearest(file.conn, OWNER, "observation", query, 5, also=also)
+    assert cosines.keys() == {0, 1_500, 2_999, 10_000, 10_099}
+    stored = decode([encode(v) for v in rows], DIM)
+    assert cosines[0] == pytest.approx(float(stored[2_999] @ query), abs=1e-5)
+    assert cosines[10_099] == pytest.approx(float(stored[99] @ query), abs=1e-5)
+
+
+def test_many_rows_are_scored_one_by_one_until_grouped_aside() -> None:
+    file = File()
+    file.add(0, random_rows(600, seed=19))
+    exact = NearestRows(DIM, "m")
+    approximate = NearestRows(DIM, "m", approximate_from=1, probes=1, group_aside_from=500)
+    query = random_rows(1, seed=20)[0]
+    best_e, _ = exact.nearest(file.conn, OWNER, "observation", query, 600)
+    best_a, _ = approximate.nearest(file.conn, OWNER, "observation", query, 600)
+    assert [r for r, _ in best_a] == [r for r, _ in best_e]  # every row, not one group
+    approximate.wait_until_built()
+    best_a, _ = approximate.nearest(file.conn, OWNER, "observation", query, 10)
+    assert len(best_a) == 10  # from the groups now
+    assert {r for r, _ in best_a} <= {r for r, _ in best_e}
