@@ -211,9 +211,11 @@ def summary(times: list[float]) -> str:
 # ---------------------------------------------------------------- writes
 
 
-async def writes_round(embedder_choice: str, calls: int) -> dict[str, dict[str, float]]:
+async def writes_round(
+    embedder_choice: str, calls: int, threads: int | None
+) -> dict[str, dict[str, float]]:
     """One process's p50/p95 (ms) of each write, during a backlog and idle."""
-    embedder: Embedder | str = model() if embedder_choice == "default" else "none"
+    embedder: Embedder | str = model(threads) if embedder_choice == "default" else "none"
     if not isinstance(embedder, str):
         embedder.embed(["loaded"])  # a server has loaded it by the time writes come
     facts = real_facts(3_000 + 2 * calls + 100)
@@ -265,14 +267,19 @@ def writes(args: argparse.Namespace) -> None:
     for number in range(args.rounds):
         for choice in choices[number % 2 :] + choices[: number % 2]:
             done = subprocess.run(
-                [sys.executable, "-m", "bench.semantic", "writes-round", choice, str(args.calls)],
+                [sys.executable, "-m", "bench.semantic", "writes-round", choice, str(args.calls)]
+                + ([] if args.threads is None else ["--threads", str(args.threads)]),
                 capture_output=True,
                 text=True,
                 check=True,
             )
             rounds[choice].append(json.loads(done.stdout))
         print(f"  round {number + 1} of {args.rounds} done", file=sys.stderr, flush=True)
-    print(f"Machine: {machine()}; {args.rounds} rounds of {args.calls} calls per operation\n")
+    threads = "every core" if args.threads in (None, 0) else f"{args.threads} thread(s)"
+    print(
+        f"Machine: {machine()}; {args.rounds} rounds of {args.calls} calls per operation; "
+        f"the model on {threads}\n"
+    )
     print("| phase: operation | none p50 | none p95 | model p50 | model p95 | p50 change |")
     print("|---|---|---|---|---|---|")
     for key in rounds["none"][0]:
@@ -301,8 +308,8 @@ async def indexer(args: argparse.Namespace) -> None:
     embedder = model()
     embedder.embed(["loaded"])  # the clock starts with the model loaded
     print(f"Machine: {machine()}; model {embedder.name}\n")
-    print("| rows | stored | seconds to wait_until_indexed | rows/s |")
-    print("|---|---|---|---|")
+    print("| rows | stored | seconds to wait_until_indexed | rows/s | process peak RSS |")
+    print("|---|---|---|---|---|")
     folder = Path(tempfile.mkdtemp())
     for kind, count in (("facts", args.facts), ("turns", args.turns)):
         path = folder / f"{kind}.db"
@@ -320,7 +327,8 @@ async def indexer(args: argparse.Namespace) -> None:
             seconds = time.perf_counter() - started
             rows = (await mem.index_progress()).indexed
         what = "facts and their entities' names" if kind == "facts" else "turns"
-        print(f"| {kind} | {rows:,} {what} | {seconds:.1f} | {rows / seconds:,.0f} |")
+        peak = f"{memory_now()['peak'] / 2**20:,.0f} MiB"
+        print(f"| {kind} | {rows:,} {what} | {seconds:.1f} | {rows / seconds:,.0f} | {peak} |")
     characters = statistics.mean(len(t["text"]) for t in real_turns(args.turns))
     median = statistics.median(map(len, real_facts(args.facts)))
     print(
@@ -441,16 +449,17 @@ async def search_worker(
     }
 
 
-async def served_rss(path: Path, queries: list[str]) -> int:
-    """Peak RSS of `chronomem serve` on `path` once searches rank by meaning."""
+async def served_rss(path: Path, queries: list[str], seconds: float) -> int:
+    """Peak RSS of `chronomem serve` on `path` after `seconds` of searches (the
+    first load the model in the background, as they rank by words)."""
     entry = "from server.cli import main; main()"
     command = [sys.executable, "-c", entry, "serve", "--db", str(path), "--app", APP]
     server = await StdioServer.start(
         [*command, "--user", USER], env={**os.environ, "CHRONOMEM_EMBEDDER": "default"}
     )
     try:
-        deadline = time.monotonic() + 60
-        for query in queries:  # the first searches load the model in the background
+        deadline = time.monotonic() + seconds
+        for query in queries:
             await server.call_tool("search_nodes", {"query": query, "limit": 10})
             if time.monotonic() > deadline:
                 break
@@ -468,17 +477,18 @@ async def search(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     how = ""
     if args.synthetic:
-        texts = real_facts(BASE_VECTORS)
+        distinct = min(BASE_VECTORS, args.facts)
+        texts = real_facts(distinct)
         facts = [texts[i % len(texts)] for i in range(args.facts)]
         async with GraphMemory.open(path, embedder="none") as mem:
             lines = list(export_lines(facts))
             await mem.scope(app=APP, user=USER).import_lines(lines)
             del lines
         imported = time.perf_counter() - started
-        base = base_vectors(BASE_VECTORS)
+        base = base_vectors(distinct)
         written = write_vectors(path, base, model().name)
         how = (
-            f"{args.facts:,} facts (ten to an entity) of {BASE_VECTORS:,} distinct real texts; "
+            f"{args.facts:,} facts (ten to an entity) of {distinct:,} distinct real texts; "
             f"vectors written into the file ({written:,}, facts and names): the model's for "
             f"those texts, each perturbed (noise sigma {NOISE} per component). Import "
             f"{imported:.0f} s, vectors {time.perf_counter() - started - imported:.0f} s."
@@ -504,7 +514,7 @@ async def search(args: argparse.Namespace) -> None:
         check=True,
     )
     measured = json.loads(done.stdout)
-    rss = await served_rss(path, real_queries(400)[200:])
+    rss = await served_rss(path, real_queries(400)[200:], max(20.0, args.settle))
     size = sum(p.stat().st_size for p in folder.glob("search.db*"))
     print(f"Machine: {machine()}")
     print(how)
@@ -544,8 +554,9 @@ async def search(args: argparse.Namespace) -> None:
 
 async def tenants(args: argparse.Namespace) -> None:
     folder = Path(tempfile.mkdtemp(dir=args.dir))
-    texts = real_facts(BASE_VECTORS)
-    base = base_vectors(BASE_VECTORS)
+    distinct = min(BASE_VECTORS, args.users * args.facts)
+    texts = real_facts(distinct)
+    base = base_vectors(distinct)
     rng = random.Random(5)
     samples = sorted({0, args.users // 2, args.users - 1})
     started = time.perf_counter()
@@ -677,9 +688,11 @@ def arguments() -> argparse.Namespace:
     p = parts.add_parser("writes", help="write latency, none against the model")
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("--calls", type=int, default=200)
+    p.add_argument("--threads", type=int, default=None, help="the model's threads")
     p = parts.add_parser("writes-round")  # one process of `writes`
     p.add_argument("embedder", choices=["none", "default"])
     p.add_argument("calls", type=int)
+    p.add_argument("--threads", type=int, default=None)
     p = parts.add_parser("indexer", help="background indexer throughput")
     p.add_argument("--facts", type=int, default=2_000)
     p.add_argument("--turns", type=int, default=1_000)
@@ -688,6 +701,7 @@ def arguments() -> argparse.Namespace:
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--synthetic", action="store_true", help="write the vectors directly")
     p.add_argument("--settle", type=float, default=None, help="seconds of searches before timing")
+    p.add_argument("--threads", type=int, default=None, help="the search process's model threads")
     p.add_argument("--dir", type=Path, default=None, help="make the file here")
     p.add_argument("--keep", action="store_true")
     p = parts.add_parser("search-worker")  # the measuring process of `search`
@@ -712,7 +726,7 @@ def main() -> None:
     if args.part == "writes":
         writes(args)
     elif args.part == "writes-round":
-        print(json.dumps(asyncio.run(writes_round(args.embedder, args.calls))))
+        print(json.dumps(asyncio.run(writes_round(args.embedder, args.calls, args.threads))))
     elif args.part == "indexer":
         asyncio.run(indexer(args))
     elif args.part == "search":
