@@ -304,12 +304,27 @@ def writes(args: argparse.Namespace) -> None:
 # ---------------------------------------------------------------- indexer
 
 
-async def indexer(args: argparse.Namespace) -> None:
+async def indexer_worker(path: str) -> dict[str, float]:
+    """Seconds for the indexer to work through `path`'s backlog, the rows it made,
+    and this process's resident memory (model loaded before the clock starts)."""
     embedder = model()
-    embedder.embed(["loaded"])  # the clock starts with the model loaded
-    print(f"Machine: {machine()}; model {embedder.name}\n")
-    print("| rows | stored | seconds to wait_until_indexed | rows/s | process peak RSS |")
-    print("|---|---|---|---|---|")
+    embedder.embed(["loaded"])
+    loaded = memory_now()["peak"]
+    started = time.perf_counter()
+    async with GraphMemory.open(path, embedder=embedder) as mem:
+        await mem.wait_until_indexed()
+        seconds = time.perf_counter() - started
+        rows = (await mem.index_progress()).indexed
+    return {"seconds": seconds, "rows": rows, "loaded": loaded, **memory_now()}
+
+
+async def indexer(args: argparse.Namespace) -> None:
+    print(f"Machine: {machine()}; model {model().name}\n")
+    print(
+        "| rows | stored | seconds to wait_until_indexed | rows/s "
+        "| peak RSS, model loaded | peak RSS, after indexing |"
+    )
+    print("|---|---|---|---|---|---|")
     folder = Path(tempfile.mkdtemp())
     for kind, count in (("facts", args.facts), ("turns", args.turns)):
         path = folder / f"{kind}.db"
@@ -321,32 +336,32 @@ async def indexer(args: argparse.Namespace) -> None:
                 turns = real_turns(count)
                 for start in range(0, count, 20):
                     await s.record_turns(session_id=f"s{start}", turns=turns[start : start + 20])
-        started = time.perf_counter()
-        async with GraphMemory.open(path, embedder=embedder) as mem:
-            await mem.wait_until_indexed()
-            seconds = time.perf_counter() - started
-            rows = (await mem.index_progress()).indexed
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.semantic", "indexer-worker", str(path)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        r = json.loads(done.stdout)
         what = "facts and their entities' names" if kind == "facts" else "turns"
-        peak = f"{memory_now()['peak'] / 2**20:,.0f} MiB"
-        print(f"| {kind} | {rows:,} {what} | {seconds:.1f} | {rows / seconds:,.0f} | {peak} |")
+        print(
+            f"| {kind} | {r['rows']:,} {what} | {r['seconds']:.1f} "
+            f"| {r['rows'] / r['seconds']:,.0f} | {r['loaded'] / 2**20:,.0f} MiB "
+            f"| {r['peak'] / 2**20:,.0f} MiB |"
+        )
+        for file in folder.glob(f"{kind}.db*"):
+            file.unlink()
+    folder.rmdir()
     characters = statistics.mean(len(t["text"]) for t in real_turns(args.turns))
     median = statistics.median(map(len, real_facts(args.facts)))
     print(
-        f"\nFacts are short statements (median {median:.0f}"
-        f" characters), turns {characters:.0f} characters on average; "
-        f"onnxruntime uses every core."
+        f"\nFacts are short statements (median {median:.0f} characters), turns "
+        f"{characters:.0f} characters on average; onnxruntime uses every core; batches of "
+        "64 rows (`IndexerSettings.batch`). RSS: of the indexing process alone."
     )
 
 
 # ---------------------------------------------------------------- vectors written directly
-
-
-def perturbed(base: npt.NDArray[np.float32], count: int, seed: int) -> npt.NDArray[np.float32]:
-    """`count` unit vectors: row i is base[i % len(base)] plus Gaussian noise."""
-    rng = np.random.default_rng(seed)
-    rows = base[np.arange(count) % len(base)] + rng.normal(0, NOISE, (count, base.shape[1]))
-    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
-    return rows.astype(np.float32)
 
 
 def write_vectors(path: Path, base: dict[str, npt.NDArray[np.float32]], name: str) -> int:
@@ -403,7 +418,7 @@ async def search_worker(
     path: str, queries: list[str], settle: float, threads: int | None
 ) -> dict[str, Any]:
     """p50/p95 of search_nodes by words only and hybrid, alternating query by query,
-    on one file; then hybrid again with each query's vector already made. Before
+    on one file, and hybrid again with each query's vector already made. Before
     that, `settle` seconds of hybrid searches (times kept apart): a large set's rows
     are grouped for approximate search on a background thread meanwhile."""
     embedder = model(threads)
@@ -431,15 +446,14 @@ async def search_worker(
             for scope in calls.values():
                 await scope.search_nodes(query=query, limit=10)
         for i, query in enumerate(queries[SEARCH_WORKER_WARM_UP:]):
+            # The same question by words, then by meaning (its vector made), then again
+            # (its vector remembered); which of the first two goes first alternates.
             order = ["words", "hybrid"] if i % 2 else ["hybrid", "words"]
-            for name in order:
+            for name in [*order, "hybrid, query known"]:
+                scope = calls["hybrid" if name == "hybrid, query known" else name]
                 started = time.perf_counter()
-                await calls[name].search_nodes(query=query, limit=10)
+                await scope.search_nodes(query=query, limit=10)
                 times[name].append(time.perf_counter() - started)
-        for query in queries[SEARCH_WORKER_WARM_UP:]:
-            started = time.perf_counter()
-            await calls["hybrid"].search_nodes(query=query, limit=10)
-            times["hybrid, query known"].append(time.perf_counter() - started)
     return {
         "times": times,
         "first": first,
@@ -696,6 +710,8 @@ def arguments() -> argparse.Namespace:
     p = parts.add_parser("indexer", help="background indexer throughput")
     p.add_argument("--facts", type=int, default=2_000)
     p.add_argument("--turns", type=int, default=1_000)
+    p = parts.add_parser("indexer-worker")  # the indexing process of `indexer`
+    p.add_argument("path")
     p = parts.add_parser("search", help="hybrid search_nodes latency and RSS")
     p.add_argument("--facts", type=int, default=10_000)
     p.add_argument("--queries", type=int, default=200)
@@ -727,6 +743,8 @@ def main() -> None:
         writes(args)
     elif args.part == "writes-round":
         print(json.dumps(asyncio.run(writes_round(args.embedder, args.calls, args.threads))))
+    elif args.part == "indexer-worker":
+        print(json.dumps(asyncio.run(indexer_worker(args.path))))
     elif args.part == "indexer":
         asyncio.run(indexer(args))
     elif args.part == "search":
