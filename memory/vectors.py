@@ -9,11 +9,12 @@ filters what the context may see.
 
 From `approximate_from` vectors of one (owner, kind) on, search is approximate (an
 inverted file, `_Lists`): the vectors are kept as their int8 components (a quarter of
-the memory), grouped around about sqrt(n)/2 centroids found by k-means on a sample,
+the memory), grouped around about sqrt(n) centroids found by k-means on a sample,
 and a search scores only the rows of the `probes` groups whose centroids are most
 alike the query. A new vector joins its nearest group at once; the centroids are
-found again, on a background thread, each time the rows have doubled. The cosines
-returned are those of the stored vectors either way.
+found again, on a background thread, each time the rows have doubled (and the first
+time too, for `group_aside_from` rows or more: every row is scored until then). The
+cosines returned are those of the stored vectors either way.
 
 Imported only when an embedder is in use: it needs numpy, from the `semantic` extra.
 """
@@ -58,7 +59,7 @@ NEW_VECTORS = """
 """
 STATE = "SELECT model, removed FROM vector_state WHERE id = 1"
 PAGE = 10_000  # vectors read from the file at a time
-BLOCK = 4_096  # int8 rows turned into float32 at a time (stays in the CPU's cache)
+BLOCK = 4_096  # rows multiplied at a time (their copy stays in the CPU's cache)
 SAMPLE_PER_LIST = 32  # rows of the k-means sample per centroid
 ITERATIONS = 6  # of k-means
 
