@@ -57,6 +57,7 @@ NEW_VECTORS = """
     SELECT seq, row_id, vec FROM vector
     WHERE owner_id = :owner AND kind = :kind AND seq > :after ORDER BY seq
 """
+COUNT = "SELECT count(*) FROM vector WHERE owner_id = :owner AND kind = :kind"
 STATE = "SELECT model, removed FROM vector_state WHERE id = 1"
 PAGE = 10_000  # vectors read from the file at a time
 BLOCK = 4_096  # rows multiplied at a time (their copy stays in the CPU's cache)
@@ -201,20 +202,25 @@ class _Rows:
     def approximate(self) -> bool:
         return self._matrix is None
 
-    def extend(self, ids: list[int], blobs: list[bytes], last_seq: int) -> None:
-        end = self.count + len(ids)
-        dim = self._codes.shape[1]
-        if self._matrix is not None and end >= self.approximate_from:
+    def reserve(self, total: int, room: int = 0) -> None:
+        """Room for `total` rows (or `room`, if more), in the form they will be kept in
+        once there: the first reading of many rows copies none of them twice."""
+        if self._matrix is not None and total >= self.approximate_from:
             self._codes, self._scales = _encoded(self._matrix[: self.count])
             self._matrix = None
-        if end > len(self._ids):
-            size = max(end, 2 * len(self._ids), 256)
+        size = max(total, room)
+        if size > len(self._ids):
             self._ids = _grown(self._ids, self.count, size)
             if self._matrix is not None:
                 self._matrix = _grown(self._matrix, self.count, size)
             else:
                 self._codes = _grown(self._codes, self.count, size)
                 self._scales = _grown(self._scales, self.count, size)
+
+    def extend(self, ids: list[int], blobs: list[bytes], last_seq: int) -> None:
+        end = self.count + len(ids)
+        self.reserve(end, room=max(2 * len(self._ids), 256) if end > len(self._ids) else 0)
+        dim = self._codes.shape[1]
         self._ids[self.count : end] = ids
         if self._matrix is not None:
             self._matrix[self.count : end] = decode(blobs, dim)
@@ -372,6 +378,8 @@ class NearestRows:
             rows = self._rows[(owner, kind)] = _Rows(
                 self.dim, self.approximate_from, self.group_aside_from, self.seed
             )
+        if rows.count == 0:  # the first reading: room for every row at once
+            rows.reserve(conn.execute(COUNT, {"owner": owner, "kind": kind}).fetchone()[0])
         cursor = conn.execute(NEW_VECTORS, {"owner": owner, "kind": kind, "after": rows.last_seq})
         while new := cursor.fetchmany(PAGE):
             rows.extend([r[1] for r in new], [r[2] for r in new], new[-1][0])
