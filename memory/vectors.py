@@ -139,8 +139,8 @@ class _Lists:
             centroids = sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
         groups = np.concatenate(
             [
-                _nearest_centroid(codes, start, min(count, start + BLOCK * 8), centroids)
-                for start in range(0, count, BLOCK * 8)
+                _nearest_centroid(codes, start, min(count, start + BLOCK), centroids)
+                for start in range(0, count, BLOCK)
             ]
         )
         return cls(centroids.astype(np.float32), groups, count)
