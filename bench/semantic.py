@@ -2,12 +2,12 @@
 hybrid search costs at 10,000 and 1,000,000 facts and among many users, how much
 memory a server with the model takes, and what approximate search loses.
 
-    .venv/bin/python -m bench.semantic writes   [--rounds 6] [--calls 200]
+    .venv/bin/python -m bench.semantic writes   [--rounds 6] [--calls 200] [--threads N]
     .venv/bin/python -m bench.semantic indexer  [--facts 2000] [--turns 1000]
-    .venv/bin/python -m bench.semantic search   [--facts 10000] [--queries 200]
-    .venv/bin/python -m bench.semantic search   --facts 1000000 --synthetic
+    .venv/bin/python -m bench.semantic search   [--facts 10000] [--queries 200] [--threads N]
+    .venv/bin/python -m bench.semantic search   --facts 1000000 --synthetic [--settle 60]
     .venv/bin/python -m bench.semantic tenants  [--users 200] [--facts 1000]
-    .venv/bin/python -m bench.semantic recall   [--rows 50000] [--vectors FILE]
+    .venv/bin/python -m bench.semantic recall   [--rows 50000] [--vectors FILE] [--probes 24]
 
 Texts are real: facts are LoCoMo's observations ("Caroline attended an LGBTQ support
 group recently ..."), then sentences of LongMemEval-S's user turns; turns are
@@ -20,14 +20,17 @@ questions, each asked once (so each search embeds its query, as a new question d
   facts written just before, then once it is idle. A figure is the median of the
   rounds' medians.
 - indexer: N facts and N turns stored without an embedder, then opened with the
-  model (loaded before the clock starts): seconds to `wait_until_indexed()`, rows/s.
+  model (loaded before the clock starts) in a process of its own: seconds to
+  `wait_until_indexed()`, rows/s, and that process's peak RSS.
 - search: N facts (ten to an entity); with the model the indexer embeds them (the
   vectors are kept in `.cache/embeddings/` for the next run), or with `--synthetic`
   their vectors are written straight into the file: those of 5,000 real facts, each
   standing for every 5,000th fact, perturbed by Gaussian noise (cosine ~0.9 to the
   original). Then `search_nodes` (limit 10) with and without the model, alternating
-  query by query, in a fresh process whose RSS is reported; and the same file served
-  by `chronomem serve` with the model loaded: its RSS.
+  query by query, and by meaning again with the query's vector remembered, in a
+  fresh process whose RSS is reported (at 100,000 facts or more after `--settle`
+  seconds of searches, while the rows are grouped for approximate search); and the
+  same file served by `chronomem serve` with the model loaded: its RSS.
 - tenants: U users of F facts each in one file (vectors written as with
   `--synthetic`), and a few sample users each alone in a file of their own: the
   sample users' hybrid `search_nodes`, shared file against alone, alternating.
