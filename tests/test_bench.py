@@ -116,6 +116,36 @@ def test_tenants_runs(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # the databases are gone
 
 
+@pytest.mark.skipif(
+    not (DATA.exists() and LOCOMO.exists()), reason="data not beside the repository"
+)
+def test_semantic_runs(tmp_path: Path) -> None:
+    out = _run("bench.semantic", "recall", "--rows", "300", "--queries", "5")
+    assert "300 rows, 5 queries" in out and "| 10 | " in out and "| 200 | " in out
+    out = _run("bench.semantic", "indexer", "--facts", "20", "--turns", "10")
+    assert (
+        "| facts | 22 facts and their entities' names | " in out and "| turns | 10 turns | " in out
+    )
+    out = _run(
+        "bench.semantic",
+        "search",
+        "--facts",
+        "40",
+        "--queries",
+        "6",
+        "--synthetic",
+        "--dir",
+        str(tmp_path),
+    )
+    assert "40 facts (ten to an entity) of 40 distinct real texts" in out
+    for row in ("words", "hybrid", "hybrid, query known"):
+        assert f"| {row} | " in out
+    assert "`chronomem serve` on this file with the model" in out
+    out = _run("bench.semantic", "tenants", "--users", "3", "--facts", "20", "--queries", "5")
+    assert "3 users x 20 facts" in out and "| shared | 6 | " in out and "| alone | 6 | " in out
+    assert list(tmp_path.iterdir()) == []  # the files are gone
+
+
 def test_sizes_runs(tmp_path: Path) -> None:
     out = _run("bench.sizes", "--json", str(tmp_path / "r.json"))
     assert "| tools/list, json.dumps |" in out and "Machine: " in out
