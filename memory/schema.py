@@ -706,7 +706,7 @@ MIGRATIONS[7] = [
 # its write transaction (`QUEUE_NEW`); the indexer (`indexer`) claims a batch for a
 # while, embeds it outside any transaction and stores the vectors, so a restart, a
 # crash or a second process resumes from the file. A row's vector and queue entry go
-# when the row goes (purge); `vector_state.removed` counts vectors gone, which tells
+# when the row goes (purge); `vector_removed` counts an owner's vectors gone, which tells
 # a process's in-memory copy (`vectors`) to reload. `seq` orders vectors as they were
 # stored: that copy reads only those past the last it has.
 VECTOR_KINDS = {"entity": 0, "observation": 1, "relation": 2, "turn": 3}
@@ -730,7 +730,8 @@ def _vector_dropped(table: str, key: str, code: int) -> list[str]:
     ]
 
 
-MIGRATIONS[8] = [
+# The vectors' own tables (also what `vectors.NearestRows` reads, for its tests).
+VECTOR_TABLES = [
     """
     CREATE TABLE vector (
         seq INTEGER PRIMARY KEY,
@@ -742,6 +743,22 @@ MIGRATIONS[8] = [
     )
     """,
     "CREATE INDEX vector_owner ON vector (owner_id, kind, seq)",
+    "CREATE TABLE vector_state (id INTEGER PRIMARY KEY CHECK (id = 1), model TEXT)",
+    "INSERT INTO vector_state (id, model) VALUES (1, NULL)",
+    # Vectors gone, by owner: a process reads that owner's vectors again.
+    """
+    CREATE TABLE vector_removed (owner_id INTEGER PRIMARY KEY, removed INTEGER NOT NULL)
+    """,
+    """
+    CREATE TRIGGER vector_removed AFTER DELETE ON vector BEGIN
+        INSERT INTO vector_removed (owner_id, removed) VALUES (old.owner_id, 1)
+        ON CONFLICT (owner_id) DO UPDATE SET removed = removed + 1;
+    END
+    """,
+]
+
+MIGRATIONS[8] = [
+    *VECTOR_TABLES,
     """
     CREATE TABLE vector_pending (
         kind INTEGER NOT NULL,
@@ -754,19 +771,6 @@ MIGRATIONS[8] = [
     """,
     "CREATE INDEX vector_pending_free ON vector_pending (claimed_until)",
     "CREATE INDEX vector_pending_owner ON vector_pending (owner_id)",
-    """
-    CREATE TABLE vector_state (
-        id INTEGER PRIMARY KEY CHECK (id = 1),
-        model TEXT,
-        removed INTEGER NOT NULL
-    )
-    """,
-    "INSERT INTO vector_state (id, model, removed) VALUES (1, NULL, 0)",
-    """
-    CREATE TRIGGER vector_removed AFTER DELETE ON vector BEGIN
-        UPDATE vector_state SET removed = removed + 1 WHERE id = 1;
-    END
-    """,
     *(
         statement
         for kind, code in VECTOR_KINDS.items()

@@ -58,7 +58,10 @@ NEW_VECTORS = """
     WHERE owner_id = :owner AND kind = :kind AND seq > :after ORDER BY seq
 """
 COUNT = "SELECT count(*) FROM vector WHERE owner_id = :owner AND kind = :kind"
-STATE = "SELECT model, removed FROM vector_state WHERE id = 1"
+STATE = """
+    SELECT model, coalesce((SELECT removed FROM vector_removed WHERE owner_id = :owner), 0)
+    FROM vector_state WHERE id = 1
+"""
 PAGE = 10_000  # vectors read from the file at a time
 BLOCK = 4_096  # rows multiplied at a time (their copy stays in the CPU's cache)
 SAMPLE_PER_LIST = 32  # rows of the k-means sample per centroid
@@ -327,7 +330,7 @@ class NearestRows:
     group_aside_from: int = 100_000
     seed: int = 0
     _rows: dict[tuple[int, int], _Rows] = field(default_factory=dict)
-    _removed: int = -1
+    _removed: dict[int, int] = field(default_factory=dict)  # by owner, when last read
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def nearest(
@@ -367,12 +370,13 @@ class NearestRows:
             rows.wait_until_built()
 
     def _current(self, conn: sqlite3.Connection, owner: int, kind: int) -> _Rows:
-        model, removed = conn.execute(STATE).fetchone()
+        model, removed = conn.execute(STATE, {"owner": owner}).fetchone()
         if model != self.model:
             return _Rows(self.dim, self.approximate_from, self.group_aside_from, self.seed)
-        if removed != self._removed:  # vectors went (purge, reindex): read them again
-            self._rows.clear()
-            self._removed = removed
+        if removed != self._removed.get(owner, 0):  # some went (purge, a new type): again
+            for key in [key for key in self._rows if key[0] == owner]:
+                del self._rows[key]
+            self._removed[owner] = removed
         rows = self._rows.get((owner, kind))
         if rows is None:
             rows = self._rows[(owner, kind)] = _Rows(

@@ -14,7 +14,7 @@ def as_schema_7(path: Path) -> None:
         for kind in VECTOR_KINDS:
             conn.execute(f"DROP TRIGGER {kind}_vector_delete")
         conn.execute("DROP TRIGGER entity_vector_stale")
-        for table in ("vector", "vector_pending", "vector_state"):
+        for table in ("vector", "vector_pending", "vector_state", "vector_removed"):
             conn.execute(f"DROP TABLE {table}")
         conn.execute("PRAGMA user_version = 7")
     conn.close()

@@ -10,6 +10,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from memory.schema import VECTOR_TABLES
 from memory.vectors import NearestRows, decode, encode
 
 DIM = 16
@@ -29,14 +30,9 @@ class File:
 
     def __init__(self) -> None:
         self.conn = sqlite3.connect(":memory:")
-        self.conn.executescript(
-            """
-            CREATE TABLE vector (seq INTEGER PRIMARY KEY, kind INTEGER, row_id INTEGER,
-                                 owner_id INTEGER, vec BLOB);
-            CREATE TABLE vector_state (id INTEGER PRIMARY KEY, model TEXT, removed INTEGER);
-            INSERT INTO vector_state VALUES (1, 'm', 0);
-            """
-        )
+        for statement in VECTOR_TABLES:
+            self.conn.execute(statement)
+        self.conn.execute("UPDATE vector_state SET model = 'm'")
 
     def add(self, first_id: int, rows: npt.NDArray[np.float32], owner: int = OWNER) -> None:
         self.conn.executemany(
@@ -46,7 +42,6 @@ class File:
 
     def remove(self, row_ids: list[int]) -> None:
         self.conn.executemany("DELETE FROM vector WHERE row_id = ?", [(r,) for r in row_ids])
-        self.conn.execute("UPDATE vector_state SET removed = removed + ?", (len(row_ids),))
 
 
 def exact_and_approximate() -> tuple[NearestRows, NearestRows]:
