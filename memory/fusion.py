@@ -46,9 +46,10 @@ def fused(
     if meaning is None:
         return lexical
     floor = FLOOR_BY_KIND[kind]
-    best, cosines = meaning.nearest(
-        tx, owner, kind, CANDIDATES, also=[row["rowid"] for _, row in lexical]
-    )
+    found = meaning.nearest(tx, owner, kind, CANDIDATES, also=[row["rowid"] for _, row in lexical])
+    if found is None:
+        return lexical
+    best, cosines = found
     words = {row["rowid"]: (score, row) for score, row in lexical}
     alike = [rowid for rowid, cosine in best if cosine > floor and rowid not in words]
     rows = {row["rowid"]: row for row in tx.all(sql, {**params, "rowids": json_list(alike)})}

@@ -98,6 +98,7 @@ class GraphMemory:
                     await task
                 with suppress(Exception):  # a full disk: the lease lapses instead
                     await indexer.release_claims()
+                store.semantic.close()
         finally:
             await store.close()
 

@@ -1,8 +1,9 @@
 """Ranking by meaning for one `GraphMemory`: its embedder, indexer and vectors.
 
-`Semantic.meaning(text)` embeds a search's query before its transaction starts (on
-a worker thread, remembered for the next search of the same text) and gives the
-`Meaning` that the search reads in its transaction (`tx.meaning`). Until the model
+`Semantic.meaning(text)` starts embedding a search's query on a worker thread
+(remembered for the next search of the same text) and gives the `Meaning` that the
+search reads in its transaction (`tx.meaning`): the transaction ranks by words
+meanwhile, and waits for the vector only when it needs it. Until the model
 has loaded, searches rank by words alone and the model loads in the background, so
 neither opening a database nor the first call waits for it.
 """
@@ -10,11 +11,9 @@ neither opening a database nor the first call waits for it.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-
-import anyio
-import anyio.to_thread
 
 from .embedding import Embedder
 from .indexer import Indexer
@@ -24,20 +23,28 @@ from .vectors import Matrix, NearestRows
 __all__ = ["Meaning", "Semantic"]
 
 QUERY_CACHE = 256
+QUERY_THREADS = 2
+QUERY_WAIT_S = 60.0
 
 
 @dataclass(frozen=True)
 class Meaning:
-    """A search's query as a vector, and where to find the rows alike it."""
+    """A search's query as a vector (being embedded while the search ranks by words),
+    and where to find the rows alike it."""
 
     rows: NearestRows
-    query: Matrix
+    query: Future[Matrix]
 
     def nearest(
         self, tx: Tx, owner: int, kind: str, k: int, also: Iterable[int] = ()
-    ) -> tuple[list[tuple[int, float]], dict[int, float]]:
-        """`NearestRows.nearest` in the transaction of `tx`."""
-        return self.rows.nearest(tx.connection, owner, kind, self.query, k, also)
+    ) -> tuple[list[tuple[int, float]], dict[int, float]] | None:
+        """`NearestRows.nearest` in the transaction of `tx`, once the query's vector is
+        ready; None if it could not be made (the search ranks by words alone)."""
+        try:
+            vector = self.query.result(timeout=QUERY_WAIT_S)
+        except Exception:  # the model failed on this text: words still answer
+            return None
+        return self.rows.nearest(tx.connection, owner, kind, vector, k, also)
 
 
 class Semantic:
@@ -47,8 +54,10 @@ class Semantic:
         self.embedder = embedder
         self.indexer = indexer
         self.rows = NearestRows(embedder.dim, embedder.name)
-        self._queries: OrderedDict[str, Matrix] = OrderedDict()
+        self._queries: OrderedDict[str, Future[Matrix]] = OrderedDict()
         self._loading = False
+        # A search's query is embedded here while its transaction ranks by words.
+        self._threads = ThreadPoolExecutor(QUERY_THREADS, "chronomem-query")
 
     @property
     def ready(self) -> bool:
@@ -56,9 +65,9 @@ class Semantic:
         usable = self.indexer.failure is None and self.indexer.model_mismatch is None
         return bool(loaded) and usable
 
-    async def meaning(self, text: str) -> Meaning | None:
-        """The `Meaning` of `text`, or None while the model is not loaded (then its
-        loading starts in the background) or cannot be used."""
+    def meaning(self, text: str) -> Meaning | None:
+        """The `Meaning` of `text`, its vector on its way; None while the model is not
+        loaded (then its loading starts in the background) or cannot be used."""
         if not self.ready:
             if self.indexer.failure is None and not self._loading:
                 self._loading = True
@@ -68,10 +77,17 @@ class Semantic:
         if vector is None:
             # A model trained with a question's prefix embeds queries its own way.
             embed = getattr(self.embedder, "embed_query", self.embedder.embed)
-            vector = (await anyio.to_thread.run_sync(embed, [text]))[0]
+            vector = self._threads.submit(_first_row, embed, text)
             self._queries[text] = vector
             if len(self._queries) > QUERY_CACHE:
                 self._queries.popitem(last=False)
         else:
             self._queries.move_to_end(text)
         return Meaning(self.rows, vector)
+
+    def close(self) -> None:
+        self._threads.shutdown(wait=False, cancel_futures=True)
+
+
+def _first_row(embed: Callable[[list[str]], Matrix], text: str) -> Matrix:
+    return embed([text])[0]

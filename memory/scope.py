@@ -136,7 +136,7 @@ class MemoryScope:
         semantic = self._store.semantic
         if semantic is None or not query:
             return None
-        return await semantic.meaning(query)
+        return semantic.meaning(query)
 
     # ------------------------------------------------------------ administration
 
