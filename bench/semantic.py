@@ -178,6 +178,12 @@ def export_lines(facts: list[str], prefix: str = "") -> Iterator[str]:
         )
 
 
+def threads_label(threads: int | None) -> str:
+    if threads is None:
+        return "one thread (the default)"
+    return "every core" if threads == 0 else f"{threads} thread(s)"
+
+
 def model(threads: int | None = None) -> Embedder:
     """The bundled model; with `threads`, run on that many threads (0: every core)."""
     embedder = choose_embedder("default")
@@ -278,7 +284,7 @@ def writes(args: argparse.Namespace) -> None:
             )
             rounds[choice].append(json.loads(done.stdout))
         print(f"  round {number + 1} of {args.rounds} done", file=sys.stderr, flush=True)
-    threads = "every core" if args.threads in (None, 0) else f"{args.threads} thread(s)"
+    threads = threads_label(args.threads)
     print(
         f"Machine: {machine()}; {args.rounds} rounds of {args.calls} calls per operation; "
         f"the model on {threads}\n"
@@ -359,8 +365,8 @@ async def indexer(args: argparse.Namespace) -> None:
     median = statistics.median(map(len, real_facts(args.facts)))
     print(
         f"\nFacts are short statements (median {median:.0f} characters), turns "
-        f"{characters:.0f} characters on average; onnxruntime uses every core; batches of "
-        "64 rows (`IndexerSettings.batch`). RSS: of the indexing process alone."
+        f"{characters:.0f} characters on average; the model on one thread (the default);"
+        " batches of 64 rows (`IndexerSettings.batch`). RSS: of the indexing process alone."
     )
 
 
@@ -535,7 +541,7 @@ async def search(args: argparse.Namespace) -> None:
     size = sum(p.stat().st_size for p in folder.glob("search.db*"))
     print(f"Machine: {machine()}")
     print(how)
-    threads = "every core" if args.threads in (None, 0) else f"{args.threads} thread(s)"
+    threads = threads_label(args.threads)
     print(
         f"File {size / 2**20:,.0f} MiB; {args.queries} distinct questions, limit 10; the "
         f"model on {threads} in the search process.\n"

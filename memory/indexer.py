@@ -44,6 +44,11 @@ class IndexerSettings:
     batch: int = 64  # rows embedded at a time
     lease_s: float = 30.0  # how long a claimed batch is this process's alone
     idle_poll_s: float = 1.0  # how often an idle indexer looks for other processes' rows
+    # Woken by a write, it waits for a pause this long between writes (at most
+    # `most_delay_s`): a burst's rows are embedded together, after the burst, rather
+    # than a claim and a store between every two writes.
+    quiet_s: float = 0.05
+    most_delay_s: float = 1.0
 
 
 DEFAULT_INDEXING = IndexerSettings()
@@ -135,6 +140,7 @@ class Indexer:
         self._wake = anyio.Event()
         self._progress = anyio.Event()
         self._load_requested = False
+        self._hurried = False
         # Embedding runs on a thread of its own, at a lower priority where the system
         # allows it, so that requests served meanwhile get the CPU first.
         self._thread = ThreadPoolExecutor(1, "chronomem-indexer", initializer=_lower_priority)
@@ -145,7 +151,12 @@ class Indexer:
         self.wake()
 
     def wake(self) -> None:
-        """A write added rows: look at the backlog now."""
+        """A write added rows: look at the backlog (after a pause between writes)."""
+        self._wake.set()
+
+    def hurry(self) -> None:
+        """Someone waits for the backlog: look at it now, without a pause."""
+        self._hurried = True
         self._wake.set()
 
     async def run(self) -> None:
@@ -170,10 +181,12 @@ class Indexer:
             await self.load()
         claimed = await self.store.housekeeping(self._claim)
         if not claimed:
+            self._hurried = False
             self._signal_progress()
             with anyio.move_on_after(self.settings.idle_poll_s):
                 await self._wake.wait()
             self._wake = anyio.Event()
+            await self._pause_between_writes()
             return
         # Closing the memory does not wait for a batch being embedded: its claims are
         # given back, and another run embeds it.
@@ -183,6 +196,16 @@ class Indexer:
         )
         await self.store.housekeeping(self._store, claimed, [encode(v) for v in vectors])
         self._signal_progress()
+
+    async def _pause_between_writes(self) -> None:
+        """Wait until no write has woken it for `quiet_s`, or `most_delay_s` passed."""
+        deadline = anyio.current_time() + self.settings.most_delay_s
+        while not self._hurried and (left := deadline - anyio.current_time()) > 0:
+            with anyio.move_on_after(min(self.settings.quiet_s, left)) as waiting:
+                await self._wake.wait()
+            if waiting.cancelled_caught:
+                return
+            self._wake = anyio.Event()
 
     async def release_claims(self) -> None:
         """Give back what this process claimed and did not store (on closing), so
@@ -217,7 +240,7 @@ class Indexer:
         while True:
             if self.failure is not None:
                 raise self.failure
-            self.wake()
+            self.hurry()
             with anyio.move_on_after(max(0.05, self.settings.idle_poll_s)):
                 await self._progress.wait()
             if self.model_mismatch is not None:

@@ -168,19 +168,33 @@ def _matches(
     params = scope.params(owner, as_of=at.as_of, known_at=at.known_at)
     wanted = TYPED_CANDIDATES if typed else tx.search.candidates
 
-    def best(kind: str, sql: str, key: str | None = None) -> list[tuple[float, sqlite3.Row]]:
+    kinds = {  # each kind of row: what reads the rows a search may see, and by what
+        "entity": (NAME_ROWS, "rowid"),  # each is counted when too few entities match
+        "observation": (FACT_ROWS[include_history], "entity_id"),
+        "relation": (RELATION_ROWS[include_history], None),
+    }
+
+    def by_words(kind: str) -> list[tuple[float, sqlite3.Row]]:
+        sql, key = kinds[kind]
+
         def enough(rows: list[tuple[float, sqlite3.Row]]) -> bool:
             return key is None or len({row[key] for _, row in rows}) >= limit
 
-        lexical = best_rows(tx, INDEXES[kind], terms, owner, sql, params, wanted, enough)
-        return fused(tx, kind, owner, sql, params, lexical)
+        return best_rows(tx, INDEXES[kind], terms, owner, sql, params, wanted, enough)
+
+    # Every kind is ranked by words before any by meaning: the query's vector is being
+    # made meanwhile (`meaning`).
+    lexical = {kind: by_words(kind) for kind in kinds}
+    ranked = {
+        kind: fused(tx, kind, owner, kinds[kind][0], params, rows) for kind, rows in lexical.items()
+    }
 
     scores = matches.scores
-    for score, row in best("entity", NAME_ROWS, "rowid"):
+    for score, row in ranked["entity"]:
         matches.names[row["rowid"]] = score
         scores[row["rowid"]] = NAME_WEIGHT * score
     facts = matches.facts
-    for score, row in best("observation", FACT_ROWS[include_history], "entity_id"):
+    for score, row in ranked["observation"]:
         facts.setdefault(row["entity_id"], []).append((score, row["rowid"]))  # best first
     for entity_id, best_facts in facts.items():
         if len(best_facts) == 1:  # most entities have one matching fact
@@ -189,7 +203,7 @@ def _matches(
             fact_score = sum(w * s for w, (s, _) in zip(FACT_WEIGHTS, best_facts, strict=False))
         scores[entity_id] = scores.get(entity_id, 0.0) + fact_score
     relations = matches.relations
-    for score, row in best("relation", RELATION_ROWS[include_history]):
+    for score, row in ranked["relation"]:
         source, target = row["source_id"], row["target_id"]
         relations.setdefault(source, []).append((score, row["rowid"]))
         if target != source:
