@@ -63,7 +63,7 @@ import numpy.typing as npt
 
 from memory import GraphMemory
 from memory.embedding import Embedder, choose_embedder
-from memory.schema import VECTOR_KINDS
+from memory.schema import VECTOR_KINDS, VECTOR_TABLES
 from memory.vectors import NearestRows, encode
 
 from .common import StdioServer, machine, ms, percentile
@@ -662,11 +662,9 @@ def recall(args: argparse.Namespace) -> None:
         sys.exit(f"only {len(vectors):,} vectors")
     rows, queries = vectors[: args.rows], vectors[args.rows : args.rows + args.queries]
     db = sqlite3.connect(":memory:")
-    db.executescript(
-        "CREATE TABLE vector (seq INTEGER PRIMARY KEY, kind INT, row_id INT, owner_id INT,"
-        " vec BLOB); CREATE TABLE vector_state (id INT, model TEXT, removed INT);"
-        " INSERT INTO vector_state VALUES (1, 'm', 0);"
-    )
+    for statement in VECTOR_TABLES:
+        db.execute(statement)
+    db.execute("UPDATE vector_state SET model = 'm'")
     db.executemany(
         "INSERT INTO vector (kind, row_id, owner_id, vec) VALUES (1, ?, 1, ?)",
         [(i, encode(v)) for i, v in enumerate(rows)],
