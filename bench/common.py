@@ -42,6 +42,23 @@ def ms(seconds: float) -> str:
 _WORD = re.compile(r"\w+")
 
 
+def observation_line(id_: str, entity: str, text: str, at: str) -> dict[str, Any]:
+    """An export line of one current global fact, true and recorded at `at`."""
+    return {
+        "type": "observation",
+        "id": id_,
+        "entity": entity,
+        "text": text,
+        "attribute": None,
+        "project": None,
+        "valid_from": at,
+        "recorded_at": at,
+        "reason": None,
+        "valid_to": None,
+        "invalidated_at": None,
+    }
+
+
 def plain_words(text: str) -> list[str]:
     """Lower-cased `\\w+` words: no stemming, no stop words."""
     return _WORD.findall(text.lower())

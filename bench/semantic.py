@@ -66,7 +66,7 @@ from memory.embedding import Embedder, choose_embedder
 from memory.schema import VECTOR_KINDS, VECTOR_TABLES
 from memory.vectors import NearestRows, encode
 
-from .common import StdioServer, machine, ms, percentile
+from .common import StdioServer, machine, ms, observation_line, percentile
 
 DATA = Path(__file__).resolve().parents[2] / "shared/bench-data"
 APP, USER = "bench", "semantic"
@@ -162,19 +162,7 @@ def export_lines(facts: list[str], prefix: str = "") -> Iterator[str]:
         yield json.dumps({**line, "project": None, "recorded_at": at})
     for k, text in enumerate(facts):
         yield json.dumps(
-            {
-                "type": "observation",
-                "id": f"{prefix}o{k}",
-                "entity": entity_name(k // FACTS_PER_ENTITY),
-                "text": text,
-                "attribute": None,
-                "project": None,
-                "valid_from": at,
-                "recorded_at": at,
-                "reason": None,
-                "valid_to": None,
-                "invalidated_at": None,
-            }
+            observation_line(f"{prefix}o{k}", entity_name(k // FACTS_PER_ENTITY), text, at)
         )
 
 

@@ -64,7 +64,7 @@ import anyio
 
 from memory import GraphMemory, MemoryScope
 
-from .common import machine, ms, percentile
+from .common import machine, ms, observation_line, percentile
 from .scale import SPAN, START, TURNS_PER_SESSION, TYPES, _iso, entity_names
 from .search_latency import VOCABULARY, sentence, vocabulary
 
@@ -121,19 +121,7 @@ def generate_user(number: int, facts: int, turns: int, seed: int, words: list[st
         fact_rows.append(set(text.split()))
         lines.append(
             json.dumps(
-                {
-                    "type": "observation",
-                    "id": f"{prefix}o{k}",
-                    "entity": names[k % entities],
-                    "text": text,
-                    "attribute": None,
-                    "project": None,
-                    "valid_from": at,
-                    "recorded_at": at,
-                    "reason": None,
-                    "valid_to": None,
-                    "invalidated_at": None,
-                },
+                observation_line(f"{prefix}o{k}", names[k % entities], text, at),
                 separators=(",", ":"),
             )
         )
