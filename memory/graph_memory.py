@@ -89,7 +89,9 @@ class GraphMemory:
             store.on_write = indexer.wake
             # A task of its own, not a task group's: what the caller's block raises
             # reaches the caller as it is, not wrapped in an exception group.
-            task = asyncio.get_running_loop().create_task(indexer.run())
+            task = asyncio.get_running_loop().create_task(
+                indexer.run() if indexing.background else asyncio.sleep(0)
+            )
             try:
                 yield cls(store, indexer)
             finally:
@@ -121,6 +123,16 @@ class GraphMemory:
         """
         if self._indexer is not None:
             await self._indexer.wait_until_indexed()
+
+    async def load_embedder(self) -> None:
+        """Load the model now, on a worker thread, so that the next search ranks by
+        meaning too (it loads in the background on first use otherwise).
+
+        Raises:
+            EmbedderError: the model file is missing or not the pinned one.
+        """
+        if self._indexer is not None:
+            await self._indexer.load()
 
     async def reindex(
         self, everything: bool = False, on_progress: Callable[[Progress], None] | None = None

@@ -49,6 +49,9 @@ class IndexerSettings:
     # than a claim and a store between every two writes.
     quiet_s: float = 0.05
     most_delay_s: float = 1.0
+    # False: no background indexing in this process (a one-shot command that only
+    # searches); the model still ranks its queries.
+    background: bool = True
 
 
 DEFAULT_INDEXING = IndexerSettings()

@@ -385,6 +385,7 @@ def _command(operation: Operation[Any, Any], subcommand: Subcommand) -> click.Co
             lambda scope: getattr(scope, operation.name)(**given),
             creates=subcommand.creates,
             caps=caps,
+            ranks=bool(given.get("query")),  # a search: by meaning too
         )
         emit(result, as_json, subcommand.render)
 

@@ -19,7 +19,14 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
-from memory import ChronomemError, EmbedderError, GraphMemory, InvalidInputError, MemoryScope
+from memory import (
+    ChronomemError,
+    EmbedderError,
+    GraphMemory,
+    IndexerSettings,
+    InvalidInputError,
+    MemoryScope,
+)
 from memory.embedding import EMBEDDER_CHOICES, choose_embedder
 from memory.errors import ImportInterrupted
 
@@ -170,15 +177,17 @@ def run(
     *,
     creates: bool = False,
     caps: Caps = DEFAULT_CAPS,
+    ranks: bool = False,
 ) -> R:
     """Open the database, run `operation` on the scope, map errors to exit codes.
-    Only a command that `creates` what it stores may start a new database file."""
+    Only a command that `creates` what it stores may start a new database file; one
+    that `ranks` searches by meaning too (`run_on_file`)."""
 
     def on_scope(memory: GraphMemory) -> Awaitable[R]:
         handle = memory.scope(app=scope["app"], user=scope["user"], project=scope["project"])
         return operation(handle)
 
-    return run_on_file(scope, on_scope, creates=creates, caps=caps)
+    return run_on_file(scope, on_scope, creates=creates, caps=caps, ranks=ranks)
 
 
 def run_on_file(
@@ -188,24 +197,34 @@ def run_on_file(
     creates: bool = False,
     caps: Caps = DEFAULT_CAPS,
     embeds: bool = False,
+    ranks: bool = False,
 ) -> R:
     """Open the database, run `operation` on the whole file, map errors to exit codes.
 
-    Only a command that `embeds` (reindex) opens it with `--embedder`. Any other ends
-    before the model could load (a process's first search ranks by words while it
-    loads), so the model would only slow it down, and rows its indexer claimed would
-    wait out their lease before `serve` or `reindex` could embed them. What it writes
-    waits in the file's backlog either way."""
+    A command that `embeds` (reindex) opens it with `--embedder`; one that `ranks` (a
+    search) too, loading the model before it searches but embedding no backlog. Any
+    other opens it without: it would end before the model could help, and what it
+    writes waits in the file's backlog for `serve` or `reindex` either way."""
     path = resolve_db(scope["db"])
     if not creates:
         require_database(path)
-    # reindex has the machine to itself: the model may take every core.
-    embedder = (choose_embedder(scope["embedder"], threads=0) or "none") if embeds else "none"
+    # A one-shot command has the machine to itself: the model may take every core.
+    chosen = choose_embedder(scope["embedder"], threads=0) if embeds or ranks else None
+    indexing = IndexerSettings(background=not ranks)
 
     async def go() -> R:
         async with GraphMemory.open(
-            path, max_facts=caps.max_facts, max_turns=caps.max_turns, embedder=embedder
+            path,
+            max_facts=caps.max_facts,
+            max_turns=caps.max_turns,
+            embedder=chosen or "none",
+            indexing=indexing,
         ) as memory:
+            if ranks and chosen is not None:
+                try:
+                    await memory.load_embedder()
+                except EmbedderError as exc:  # words still answer
+                    click.echo(f"chronomem: {exc}; searching by words only", err=True)
             return await operation(memory)
 
     try:

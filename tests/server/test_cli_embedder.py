@@ -1,5 +1,6 @@
 """`--embedder` and `chronomem reindex` (DESIGN §5, §8): the model is chosen on the
-command line, only `serve` and `reindex` embed, and `stats` shows what waits.
+command line, only `serve` and `reindex` embed rows, a search ranks by meaning too,
+and `stats` shows what waits.
 
 The suite runs with CHRONOMEM_EMBEDDER=none (tests/conftest.py): a test that wants
 the bundled model says `--embedder default`.
@@ -130,6 +131,20 @@ def test_a_one_shot_command_leaves_its_rows_to_serve_and_reindex(cli: Cli) -> No
     assert claimed == 0
     stats = cli.json("stats", "--embedder", "default")
     assert (stats["vectors"], stats["vectors_pending"]) == (0, 2)
+
+
+def test_a_search_ranks_by_meaning_once_the_rows_have_vectors(cli: Cli) -> None:
+    _write_a_little(cli)
+    cli("remember", "Bob", "drives a red pickup truck")
+    question = "how many siblings does she have?"
+    assert cli.json("search", question, "--embedder", "default")["hits"] == []  # no vectors
+    cli("reindex", "--embedder", "default")
+    hits = cli.json("search", question, "--embedder", "default")["hits"]
+    assert hits[0]["entity"]["name"] == "Alice"
+    assert hits[0]["observations"][0]["text"] == "has three sisters"
+    assert cli.json("search", question, "--embedder", "none")["hits"] == []  # words only
+    turns = cli.json("recall", "a dog", "--embedder", "default")["turns"]
+    assert turns[0]["text"] == "my beagle ate my shoe"
 
 
 def _serve_until_end_of_input(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
