@@ -239,6 +239,11 @@ class Indexer:
     ) -> None:
         """Return once no stored row waits for its vector (and the model is loaded);
         `on_progress` hears the counts after each batch."""
+        if not self.settings.background:
+            raise EmbedderError(
+                "this memory was opened with IndexerSettings(background=False): nothing"
+                " embeds its backlog"
+            )
         await self.load()
         while True:
             if self.failure is not None:

@@ -170,3 +170,16 @@ def test_an_unknown_embedder_is_refused_naming_the_choices() -> None:
 
     with pytest.raises(ValueError, match=r"'bert' is not one of default, none"):
         anyio.run(open_it)
+
+
+async def test_without_background_indexing_queries_rank_but_nothing_embeds(db_path: Path) -> None:
+    embedder = WordHashEmbedder()
+    quiet = IndexerSettings(background=False)
+    async with GraphMemory.open(db_path, embedder=embedder, indexing=quiet) as mem:
+        await write_some(mem)
+        await mem.load_embedder()
+        await mem.scope(app="a", user="alice").search_nodes("sisters")
+        assert embedder.embedded == ["sisters"]  # the query alone
+        with pytest.raises(EmbedderError, match="background=False"):
+            await mem.wait_until_indexed()
+        assert (await mem.index_progress()).pending == 7
