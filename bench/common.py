@@ -14,7 +14,7 @@ import re
 import sqlite3
 import statistics
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -66,12 +66,18 @@ def plain_words(text: str) -> list[str]:
 
 class PlainBM25:
     """Classic Okapi BM25 (k1=1.5, b=0.75 by default) over `docs`, tokenised by
-    `plain_words`: the baseline retrieval is compared with. Each occurrence of a word
-    in the query counts (a word asked twice weighs twice)."""
+    `words` (`plain_words` unless told): the baseline retrieval is compared with. Each
+    occurrence of a word in the query counts (a word asked twice weighs twice)."""
 
-    def __init__(self, docs: Sequence[str], k1: float = 1.5, b: float = 0.75) -> None:
-        self.k1, self.b = k1, b
-        self.docs = [Counter(plain_words(doc)) for doc in docs]
+    def __init__(
+        self,
+        docs: Sequence[str],
+        k1: float = 1.5,
+        b: float = 0.75,
+        words: Callable[[str], list[str]] = plain_words,
+    ) -> None:
+        self.k1, self.b, self.words = k1, b, words
+        self.docs = [Counter(words(doc)) for doc in docs]
         self.lengths = [sum(doc.values()) for doc in self.docs]
         self.average = sum(self.lengths) / len(self.docs) if self.docs else 0.0
         self.frequency = Counter(word for doc in self.docs for word in doc)
@@ -79,7 +85,7 @@ class PlainBM25:
     def scores(self, query: str) -> list[float]:
         """Each document's score for `query`, in document order (0: no word matches)."""
         n, k1, b, average = len(self.docs), self.k1, self.b, self.average
-        terms = plain_words(query)
+        terms = self.words(query)
         df = self.frequency
         idf = {t: math.log((n - df[t] + 0.5) / (df[t] + 0.5) + 1) for t in terms}
         return [

@@ -311,3 +311,38 @@ def test_similar_runs() -> None:
     assert re.match(r"\d+ pairs \(\d+ restatements\); threshold chosen on \d+, held out", out)
     assert "| words: overlap (remember) | 1.000 |" in out
     assert "RESTATES_AT = 1.0: the same as chosen here" in out
+
+
+def test_languages_runs(tmp_path: Path) -> None:
+    out = _run(
+        "bench.languages",
+        "--languages",
+        "fr,ko",
+        "--embedder",
+        "none",
+        "--json",
+        str(tmp_path / "r.json"),
+    )
+    assert "Languages: 2 (fr, ko); 48 facts" in out and "Machine: " in out
+    for kind in ("form", "same", "paraphrase"):
+        assert f"{kind}: hit@3" in out
+    assert out.count("| language | n | chronomem hit@3 | baseline hit@3 |") == 3
+    rows = re.findall(
+        r"^\| (French \(fr\)|Korean \(ko\)) \| (\d+) \| ([\d.]+) \| ([\d.]+) \|$", out, re.M
+    )
+    assert len(rows) == 6 and all(int(n) >= 6 for _, n, _, _ in rows)
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert {row["language"] for row in result["rows"]} == {"fr", "ko"}
+    assert {row["kind"] for row in result["rows"]} == {"form", "same", "paraphrase"}
+
+
+def test_languages_refuses_an_unknown_language() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.languages", "--languages", "fr,xx", "--embedder", "none"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "--languages: no data for xx" in done.stderr
+    assert "Traceback" not in done.stderr
