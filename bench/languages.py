@@ -104,14 +104,14 @@ async def score(language: Language, embedder: Embedder | None) -> list[dict[str,
     async with GraphMemory.open(":memory:", embedder=embedder or "none") as mem:
         scope = mem.scope(app="languages", user=language.code)
         for entity in language.entities:
-            result = await scope.remember(
+            remembered = await scope.remember(
                 entity=entity.name,
                 facts=[text for _, text in entity.facts],
                 entity_type=entity.type,
             )
-            if result.duplicates or len(result.added) != len(entity.facts):
+            if remembered.duplicates or len(remembered.added) != len(entity.facts):
                 raise SystemExit(f"{language.code}.json: {entity.name}: a fact stored twice")
-            for (id_, _), stored in zip(entity.facts, result.added, strict=True):
+            for (id_, _), stored in zip(entity.facts, remembered.added, strict=True):
                 id_of[stored.id] = id_
         await mem.wait_until_indexed()
         results = [await scope.search_nodes(query=q.text, limit=10) for q in language.questions]
