@@ -61,6 +61,10 @@ class CachedEmbedder:
         with self._lock:
             return self._embed(texts, self.inner.embed, "")
 
+    def reads(self, query: str) -> bool:
+        inner = getattr(self.inner, "reads", None)
+        return True if inner is None else bool(inner(query))
+
     def embed_query(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         inner = getattr(self.inner, "embed_query", None)
         with self._lock:

@@ -43,7 +43,7 @@ def fused(
     first. `sql` reads the rows of `:rowids` that the search may see, as the lexical
     search did; lexical scores only without an embedder."""
     meaning = tx.meaning
-    if meaning is None:
+    if meaning is None or (meaning.fallback and lexical):
         return lexical
     floor = FLOOR_BY_KIND[kind]
     found = meaning.nearest(tx, owner, kind, CANDIDATES, also=[row["rowid"] for _, row in lexical])

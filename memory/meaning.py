@@ -34,6 +34,9 @@ class Meaning:
 
     rows: NearestRows
     query: Future[Matrix]
+    # Only for a kind of row its words find nothing of (a query in a language the
+    # model does not know, whose vectors would outrank the words' matches).
+    fallback: bool = False
 
     def nearest(
         self, tx: Tx, owner: int, kind: str, k: int, also: Iterable[int] = ()
@@ -68,6 +71,9 @@ class Semantic:
     def meaning(self, text: str) -> Meaning | None:
         """The `Meaning` of `text`, its vector on its way; None while the model is not
         loaded (then its loading starts in the background) or cannot be used."""
+        reads = getattr(self.embedder, "reads", None)
+        # A language the model does not know: by meaning only where words find nothing.
+        fallback = reads is not None and not reads(text)
         if not self.ready:
             if self.indexer.failure is None and not self._loading:
                 self._loading = True
@@ -83,7 +89,7 @@ class Semantic:
                 self._queries.popitem(last=False)
         else:
             self._queries.move_to_end(text)
-        return Meaning(self.rows, vector)
+        return Meaning(self.rows, vector, fallback)
 
     def close(self) -> None:
         self._threads.shutdown(wait=False, cancel_futures=True)

@@ -185,8 +185,11 @@ def _matches(
     # Every kind is ranked by words before any by meaning: the query's vector is being
     # made meanwhile (`meaning`).
     lexical = {kind: by_words(kind) for kind in kinds}
+    # A query the model cannot read ranks by meaning only when words find nothing.
+    by_meaning = tx.meaning is not None and not (tx.meaning.fallback and any(lexical.values()))
     ranked = {
-        kind: fused(tx, kind, owner, kinds[kind][0], params, rows) for kind, rows in lexical.items()
+        kind: fused(tx, kind, owner, kinds[kind][0], params, rows) if by_meaning else rows
+        for kind, rows in lexical.items()
     }
 
     scores = matches.scores

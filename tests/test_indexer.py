@@ -8,10 +8,13 @@ the file's vectors are another model's.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
 import anyio.to_thread
+import numpy as np
+import numpy.typing as npt
 import pytest
 
 from memory import EmbedderError, GraphMemory, IndexerSettings
@@ -183,3 +186,39 @@ async def test_without_background_indexing_queries_rank_but_nothing_embeds(db_pa
         with pytest.raises(EmbedderError, match="background=False"):
             await mem.wait_until_indexed()
         assert (await mem.index_progress()).pending == 7
+
+
+class NotReading(WordHashEmbedder):
+    """A model that reads none of the queries, and takes "kitty" for "cat"."""
+
+    def reads(self, query: str) -> bool:
+        return False
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return super().embed([text.replace("kitty", "cat") for text in texts])
+
+
+async def test_a_query_the_model_cannot_read_ranks_by_meaning_only_where_words_fail() -> None:
+    async with GraphMemory.open(":memory:", embedder=NotReading(), indexing=FAST) as mem:
+        alice = mem.scope(app="a", user="alice")
+        await alice.remember("Alice", ["adopted a cat", "walks to work"])
+        await alice.remember("Bob", ["cat cat cat", "adopted a plan"])
+        await mem.wait_until_indexed()
+        hits = (await alice.search_nodes("adopted cat")).hits
+        assert [o.text for o in hits[0].observations] == ["adopted a cat"]  # words alone
+        assert [h.entity.name for h in hits] == ["Alice", "Bob"]
+        # Nothing stored has its words: by meaning, which finds the cats.
+        hits = (await alice.search_nodes("kitty")).hits
+        assert {h.observations[0].text for h in hits} == {"adopted a cat", "cat cat cat"}
+
+
+def test_the_bundled_model_reads_english_and_plain_keywords_only() -> None:
+    from memory.embedding.minilm import MiniLM
+
+    model = MiniLM()  # `reads` looks at the words only: nothing loads
+    assert model.reads("how many siblings does she have?")
+    assert model.reads("kitchen appliance")
+    assert not model.reads("Combien de frères et sœurs a-t-elle ?")
+    assert not model.reads("Wie heißt der Hund meiner Schwester?")
+    assert not model.reads("她喜欢吃苹果吗")
+    assert not model.loaded

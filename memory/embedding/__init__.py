@@ -49,7 +49,9 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """One unit row per text, in order. Blocking: call it off the event loop.
         An embedder may also have `embed_query(texts)`, for a search's query, when
-        its model embeds questions differently from what they look for."""
+        its model embeds questions differently from what they look for, and
+        `reads(query) -> bool`, False for a query its model cannot rank by meaning
+        (a language it does not know)."""
         ...
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +30,20 @@ TOKENIZER = Path(__file__).parent / "all-MiniLM-L6-v2" / "tokenizer.json"
 MAX_TOKENS = 128
 # Rows of one ONNX run: sorted by length first, so a batch pads little.
 RUN_ROWS = 32
+# The model knows English only: a query is read by meaning when it has one of these
+# words (none of them a word of the other languages users write most), or is a few
+# plain letters-only keywords. Elsewhere its vectors are noise that outranks a match
+# by words (bench/languages.py).
+ENGLISH_WORDS = frozenset(
+    """
+    the what who whom whose which where when why how is are were do does did done my
+    your her his their our its of to and with for have has had been being this that
+    these those it they she he you we i from at by about any some there can could would
+    should will just than then them him me
+    """.split()
+)
+KEYWORDS = 3
+_WORD = re.compile(r"\w+")
 
 
 def _sha256(path: Path) -> str:
@@ -112,6 +127,14 @@ class MiniLM:
             self._session = onnxruntime.InferenceSession(
                 str(path), options, providers=["CPUExecutionProvider"]
             )
+
+    def reads(self, query: str) -> bool:
+        """Whether the model can rank by `query`'s meaning: English, or a few
+        keywords in plain letters."""
+        words = _WORD.findall(query.lower())
+        if any(word in ENGLISH_WORDS for word in words):
+            return True
+        return query.isascii() and 0 < len(words) <= KEYWORDS
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         self.load()
