@@ -20,7 +20,7 @@ import unicodedata
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from .search import STOP_WORDS
+from .words.stopwords import STOP_WORDS
 
 __all__ = ["RESTATES_AT", "FactWords", "Likeness", "fact_words", "likeness", "restated"]
 
@@ -42,7 +42,7 @@ NUMBERS = {
     word: str(10 * tens)
     for tens, word in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), 3)
 }
-_DROPPED = STOP_WORDS | NEGATIONS
+_DROPPED = STOP_WORDS["en"] | NEGATIONS
 _KEEP_DOUBLE = frozenset("lsz")  # "spelled" stays "spell", "running" becomes "run"
 
 

@@ -105,9 +105,9 @@ MIGRATIONS: dict[int, list[str]] = {
 }
 
 
-def _fts(table: str, source: str, key: str, columns: tuple[str, ...]) -> list[str]:
+def porter_fts(table: str, source: str, key: str, columns: tuple[str, ...]) -> list[str]:
     """An external-content FTS5 index over `source`, kept in step by triggers, so a row
-    and its index entry commit in the same transaction."""
+    and its index entry commit in the same transaction (schemas 2 to 8)."""
     cols = ", ".join(columns)
     new = ", ".join(f"new.{c}" for c in columns)
     old = ", ".join(f"old.{c}" for c in columns)
@@ -143,10 +143,10 @@ TOKENIZER = "porter unicode61 remove_diacritics 2"
 MIGRATIONS[2] = [
     # Search (issue 3): full-text indexes over names and types, facts, relation types
     # and conversation turns.
-    *_fts("entity_fts", "entity", "id", ("name", "entity_type")),
-    *_fts("observation_fts", "observation", "seq", ("text",)),
-    *_fts("relation_fts", "relation", "seq", ("relation",)),
-    *_fts("turn_fts", "turn", "seq", ("text",)),
+    *porter_fts("entity_fts", "entity", "id", ("name", "entity_type")),
+    *porter_fts("observation_fts", "observation", "seq", ("text",)),
+    *porter_fts("relation_fts", "relation", "seq", ("relation",)),
+    *porter_fts("turn_fts", "turn", "seq", ("text",)),
     # When anything about an entity last changed, for the profile card's "most
     # recently changed first", kept by triggers so no write path can forget it.
     "ALTER TABLE entity ADD COLUMN changed_at INTEGER NOT NULL DEFAULT 0",
@@ -216,25 +216,7 @@ MIGRATIONS[3] = [
     "ALTER TABLE owner ADD COLUMN turns INTEGER NOT NULL DEFAULT 0",
     COUNT_STORED,
 ]
-INDEX_NEW = {  # each indexes the rows whose rowids are in the JSON list :rowids
-    "entity": """
-        INSERT INTO entity_fts (rowid, name, entity_type)
-        SELECT id, name, entity_type FROM entity
-        WHERE id IN (SELECT value FROM json_each(:rowids))
-    """,
-    "observation": """
-        INSERT INTO observation_fts (rowid, text) SELECT seq, text FROM observation
-        WHERE seq IN (SELECT value FROM json_each(:rowids))
-    """,
-    "relation": """
-        INSERT INTO relation_fts (rowid, relation) SELECT seq, relation FROM relation
-        WHERE seq IN (SELECT value FROM json_each(:rowids))
-    """,
-    "turn": """
-        INSERT INTO turn_fts (rowid, text) SELECT seq, text FROM turn
-        WHERE seq IN (SELECT value FROM json_each(:rowids))
-    """,
-}
+# (`INDEX_NEW` is defined with schema 9's word indexes, below.)
 
 # An entity's changed_at is likewise written by the engine, not by an AFTER INSERT
 # trigger a row: the trigger's UPDATE of the entity and of its entity_changed entry,
@@ -790,5 +772,81 @@ MIGRATIONS[8] = [
         for kind, code in VECTOR_KINDS.items()
     ),
 ]
+
+# Words in every script (`words`): FTS5 indexes what the analyzer makes of each row,
+# terms separated by spaces, and only splits them at the spaces. The analyzer runs in
+# Python, as an SQL function registered on every connection the engine opens
+# (`WORDS_FUNCTION(text, language)`), over views of the rows that FTS5 reads as its
+# external content, so 'rebuild' and the triggers' 'delete' see exactly the terms that
+# were indexed. `word_index.language` is the file's default language, for words whose
+# language neither their script nor their text tells; every statement reads it from
+# the file, so processes that share it index alike.
+WORDS_FUNCTION = "chronomem_words"
+WORDS_TOKENIZER = "unicode61 remove_diacritics 0 categories 'L* M* N* S* Co'"
+FILE_LANGUAGE = "(SELECT language FROM word_index WHERE id = 1)"
+WORD_COLUMNS = {
+    "entity": ("name", "entity_type"),
+    "observation": ("text",),
+    "relation": ("relation",),
+    "turn": ("text",),
+}
+
+
+def _words_of(row: str, columns: tuple[str, ...]) -> str:
+    return ", ".join(f"{WORDS_FUNCTION}({row}{c}, {FILE_LANGUAGE})" for c in columns)
+
+
+def _word_index(kind: str) -> list[str]:
+    table, key, columns = FTS_INDEXES[kind], ROWIDS[kind], WORD_COLUMNS[kind]
+    cols = ", ".join(columns)
+    return [
+        f"DROP TRIGGER {table}_delete",
+        f"DROP TRIGGER {table}_update",
+        f"DROP TABLE {table}",
+        f"""
+        CREATE VIEW {kind}_words AS SELECT {key}, {
+            ", ".join(f"{WORDS_FUNCTION}({c}, {FILE_LANGUAGE}) AS {c}" for c in columns)
+        } FROM {kind}
+        """,
+        f"""
+        CREATE VIRTUAL TABLE {table} USING fts5(
+            {cols}, content='{kind}_words', content_rowid='{key}', tokenize="{WORDS_TOKENIZER}"
+        )
+        """,
+        f"""
+        CREATE TRIGGER {table}_delete AFTER DELETE ON {kind} BEGIN
+            INSERT INTO {table} ({table}, rowid, {cols})
+            VALUES ('delete', old.{key}, {_words_of("old.", columns)});
+        END
+        """,
+        f"""
+        CREATE TRIGGER {table}_update AFTER UPDATE OF {cols} ON {kind} BEGIN
+            INSERT INTO {table} ({table}, rowid, {cols})
+            VALUES ('delete', old.{key}, {_words_of("old.", columns)});
+            INSERT INTO {table} (rowid, {cols}) VALUES (new.{key}, {_words_of("new.", columns)});
+        END
+        """,
+    ]
+
+
+MIGRATIONS[9] = [
+    "CREATE TABLE word_index (id INTEGER PRIMARY KEY CHECK (id = 1), language TEXT NOT NULL)",
+    "INSERT INTO word_index (id, language) VALUES (1, 'en')",
+    *(statement for kind in FTS_INDEXES for statement in _word_index(kind)),
+    # The indexes are filled again by `words_index.reindex_words` in the same
+    # transaction, with progress.
+]
+
+
+def _index_new(kind: str) -> str:
+    cols, key = ", ".join(WORD_COLUMNS[kind]), ROWIDS[kind]
+    return f"""
+        INSERT INTO {FTS_INDEXES[kind]} (rowid, {cols}) SELECT {key}, {cols} FROM {kind}_words
+        WHERE {key} IN (SELECT value FROM json_each(:rowids))
+    """
+
+
+# Each indexes the rows whose rowids are in the JSON list :rowids (see schema 3).
+INDEX_NEW = {kind: _index_new(kind) for kind in FTS_INDEXES}
 
 LATEST_VERSION = max(MIGRATIONS)

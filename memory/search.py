@@ -1,8 +1,9 @@
 """Ranked search: `search_nodes` over the graph and `recall` over turns.
 
-Queries are plain text. They are cut into words and each word is quoted before it
-reaches FTS5 `MATCH`, so hyphens, quotes, `AND`/`OR`/`NOT`, `*`, `^` and `:` are
-only ever characters to look for, never operators. Rows are ranked by `ranking`,
+Queries are plain text. They are cut into words as stored texts are (`words`) and
+each word is quoted before it reaches FTS5 `MATCH`, so hyphens, quotes,
+`AND`/`OR`/`NOT`, `*`, `^` and `:` are only ever characters to look for, never
+operators. Rows are ranked by `ranking`,
 over the scope's owner's rows alone.
 
 A search answers the question (DESIGN §3): each hit carries the entity's facts that
@@ -13,7 +14,6 @@ bounded by `facts_per_hit`, with counts of what was left out.
 from __future__ import annotations
 
 import functools
-import re
 import sqlite3
 from collections import defaultdict
 from collections.abc import Sequence
@@ -39,39 +39,9 @@ from .ranking import INDEXES, best_rows
 from .store import Tx, json_list
 from .temporal import Moment, observation_view, relation_view, visible_rows_sql
 from .timestamps import format_time
+from .words import query_terms
 
 __all__ = ["Found", "find_entities", "query_terms", "recall", "search_nodes"]
-
-_WORD = re.compile(r"\w+")
-MAX_TERMS = 64
-# Words that say how a question is asked rather than what it is about.
-STOP_WORDS = frozenset(
-    """
-    a about above after again against all am an and any are as at be because been before
-    being below between both but by can could did do does doing down during each few for
-    from further had has have having he her here hers herself him himself his how i if in
-    into is it its itself just me more most my myself no nor not now of off on once only or
-    other our ours ourselves out over own same she should so some such than that the their
-    theirs them themselves then there these they this those through to too under until up
-    very was we were what when where which while who whom why will with would you your
-    yours yourself yourselves s t d ll m re ve don didn doesn isn wasn weren won wouldn
-    """.split()
-)
-
-
-def query_terms(text: str) -> list[str]:
-    """The words of `text`, each quoted for FTS5 `MATCH`, at most `MAX_TERMS`.
-
-    Stop words are dropped unless nothing else is left ("who is it?" still searches).
-    """
-    words: dict[str, str] = {}  # each word once (in lower case): its first spelling
-    for word in _WORD.findall(text):
-        words.setdefault(word.lower(), word)
-    kept = [word for key, word in words.items() if key not in STOP_WORDS] or list(words.values())
-    # FTS5 folds the case of a quoted word itself, as lower() does; casefold() would
-    # also turn "ß" into "ss", which the index never does ("Hauptstraße" found nothing).
-    return [f'"{term}"' for term in kept[:MAX_TERMS]]
-
 
 # Search weights: a match on the name says more than one in a fact; relation types
 # ("works_at") are short and common, so they count least.
@@ -162,7 +132,7 @@ def _matches(
     ranked row is read, not the best `tx.search.candidates`: the type may leave out
     most."""
     matches = _Matches()
-    terms = query_terms(query)
+    terms = query_terms(query, tx.language)
     if not terms and tx.meaning is None:
         return matches
     params = scope.params(owner, as_of=at.as_of, known_at=at.known_at)
@@ -465,7 +435,7 @@ def session_scores(candidates: list[tuple[int, str, float]]) -> dict[int, float]
 
 def recall(tx: Tx, scope: ScopeKey, args: RecallArgs) -> RecallResult:
     owner = find_owner(tx, scope)
-    terms = query_terms(args.query)
+    terms = query_terms(args.query, tx.language)
     if owner is None or (not terms and tx.meaning is None):
         return RecallResult(turns=[])
     params = scope.params(owner, session_id=args.session_id, after=args.after, before=args.before)

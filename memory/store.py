@@ -33,13 +33,16 @@ from .schema import (
     QUEUE_NEW,
     ROWIDS,
     TOKENS_FUNCTION,
+    WORDS_FUNCTION,
     column_tokens,
     owner_range,
 )
 from .search_settings import DEFAULT_SEARCH, SearchSettings
 from .timestamps import Clock
+from .word_index import AFTER_MIGRATION, OnProgress, use_language
+from .words import index_text
 
-__all__ = ["Caps", "Store", "Tx", "json_list"]
+__all__ = ["Caps", "Store", "Tx", "add_functions", "json_list"]
 
 Params = Mapping[str, Any] | Sequence[Any]
 T = TypeVar("T")
@@ -75,12 +78,15 @@ SELECT_OWNER = "(SELECT id FROM owner WHERE app = :app AND user = :user)"
 # ... and the schema version: a file migrated by a newer chronomem while this process
 # had it open is refused, not written the old way.
 SCHEMA_VERSION = "(SELECT user_version FROM pragma_user_version)"
+# ... and the file's default language, which a search's query is read in (`words`).
+LANGUAGE = "(SELECT language FROM word_index WHERE id = 1)"
 READ_CLOCK = (
-    f"SELECT max(last, :clock), {SELECT_OWNER}, {SCHEMA_VERSION} FROM tx_clock WHERE id = 1"
+    f"SELECT max(last, :clock), {SELECT_OWNER}, {SCHEMA_VERSION}, {LANGUAGE}"
+    " FROM tx_clock WHERE id = 1"
 )
 ADVANCE_CLOCK = f"""
     UPDATE tx_clock SET last = max(last + 1, :clock) WHERE id = 1
-    RETURNING last, {SELECT_OWNER}, {SCHEMA_VERSION}
+    RETURNING last, {SELECT_OWNER}, {SCHEMA_VERSION}, {LANGUAGE}
 """
 
 
@@ -123,10 +129,12 @@ class Tx:
         owner: int | None,
         caps: Caps = Caps(),
         search: SearchSettings = DEFAULT_SEARCH,
+        language: str = "en",
     ) -> None:
         self._conn = conn
         self.now = now
         self.owner = owner  # the (app, user) row, None until that user's first write
+        self.language = language  # the file's default language (`words`)
         self._caps = caps
         self.search = search  # how many rows a search ranks and reads
         self._unindexed: dict[str, list[int]] = {}  # kind -> rowids added, not yet indexed
@@ -344,8 +352,13 @@ class Store:
         clock: Clock,
         caps: Caps = Caps(),
         search: SearchSettings = DEFAULT_SEARCH,
+        language: str | None = None,
+        on_progress: OnProgress | None = None,
     ) -> Store:
-        """Open (creating if needed) and migrate the database at `path`.
+        """Open (creating if needed) and migrate the database at `path`. With
+        `language`, make it the file's default language (`words`); the words are
+        indexed again if it was another, with `on_progress` told how far it is, as
+        it is during a migration that re-indexes them.
 
         Raises:
             DatabaseFileError: the file is not a usable chronomem database.
@@ -362,7 +375,7 @@ class Store:
         conn.row_factory = sqlite3.Row
         store = cls(conn, clock, path, caps, search)
         try:
-            await store._in_thread(_prepare, path)
+            await store._in_thread(_prepare, path, language, on_progress)
             if on_disk:
                 store._file = FileIdentity.of(path)
         except sqlite3.OperationalError as exc:
@@ -510,7 +523,7 @@ class Store:
             # Transaction time: the clock, but never behind a time already handed out
             # by any process sharing the file. A write takes a strictly later time than
             # every earlier write, so `known_at` tells apart writes a microsecond apart.
-            now, owner, version = conn.execute(
+            now, owner, version, language = conn.execute(
                 ADVANCE_CLOCK if write else READ_CLOCK,
                 {"clock": self._clock(), "app": app, "user": user},
             ).fetchone()
@@ -520,7 +533,7 @@ class Store:
                     f"chronomem while this process used it (it understands {LATEST_VERSION});"
                     " nothing was changed: restart it with the newer version"
                 )
-            tx = Tx(conn, now, owner, self.caps, self.search)
+            tx = Tx(conn, now, owner, self.caps, self.search, language)
             tx.meaning = meaning
             result = operation(tx)
             tx.finish()
@@ -604,7 +617,9 @@ def _checkpoint(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
 
-def _prepare(conn: sqlite3.Connection, path: str) -> None:
+def _prepare(
+    conn: sqlite3.Connection, path: str, language: str | None, on_progress: OnProgress | None
+) -> None:
     # Wait for other processes (e.g. one creating the file right now) before the
     # first read, not only for writes.
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -612,7 +627,9 @@ def _prepare(conn: sqlite3.Connection, path: str) -> None:
     when_not_busy(_configure, conn)
     # Another process may be migrating the file right now, which takes as long as an
     # import of it (minutes for a large file): wait for it rather than fail.
-    when_not_busy(_migrate, conn, within=MIGRATION_WAIT_S)
+    when_not_busy(_migrate, conn, language, on_progress, within=MIGRATION_WAIT_S)
+    if language is not None:
+        when_not_busy(use_language, conn, language, on_progress, within=MIGRATION_WAIT_S)
 
 
 def _pragma(conn: sqlite3.Connection, name: str) -> Any:
@@ -688,8 +705,23 @@ def _merge_index(conn: sqlite3.Connection, table: str) -> None:
             return
 
 
-def _configure(conn: sqlite3.Connection) -> None:
+def _words(text: str | None, language: str) -> str:
+    return index_text(text or "", language)
+
+
+def add_functions(conn: sqlite3.Connection) -> None:
+    """Register the SQL functions the schema and the engine's statements call: on
+    every connection the engine opens, and on a plain one (a tool or a test) that
+    reads the full-text indexes or writes rows."""
     conn.create_function(TOKENS_FUNCTION, 2, column_tokens, deterministic=True)
+    conn.create_function(WORDS_FUNCTION, 2, _words, deterministic=True)
+    # The word indexes' views and triggers call that function: allowed whatever the
+    # SQLite library's default for functions in the schema.
+    conn.execute("PRAGMA trusted_schema = ON")
+
+
+def _configure(conn: sqlite3.Connection) -> None:
+    add_functions(conn)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
     conn.execute("PRAGMA foreign_keys = ON")
@@ -706,7 +738,9 @@ def _set_checkpoint(conn: sqlite3.Connection, pages: int) -> int:
     return usual
 
 
-def _migrate(conn: sqlite3.Connection) -> None:
+def _migrate(
+    conn: sqlite3.Connection, language: str | None, on_progress: OnProgress | None
+) -> None:
     """Apply the missing migrations in one transaction; a no-op when up to date."""
     if _pragma(conn, "user_version") == LATEST_VERSION:
         return
@@ -718,6 +752,8 @@ def _migrate(conn: sqlite3.Connection) -> None:
         for step in range(version + 1, LATEST_VERSION + 1):
             for statement in MIGRATIONS[step]:
                 conn.execute(statement)
+            if step in AFTER_MIGRATION:
+                AFTER_MIGRATION[step](conn, language, on_progress)
             conn.execute(f"PRAGMA user_version = {step}")
     except BaseException:
         conn.execute("ROLLBACK")

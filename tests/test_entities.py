@@ -337,7 +337,7 @@ async def test_migration_7_keeps_each_entitys_types_of_now_as_their_first_versio
         await world.delete_entities(["Bob"])
         assert await names_in_graph(world) == ["Acme"]
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == LATEST_VERSION == 8
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == LATEST_VERSION == 9
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
     conn.close()

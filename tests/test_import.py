@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
 from memory import GraphMemory, InvalidInputError
-from memory.store import BULK_CHECKPOINT_PAGES, Store
+from memory.store import BULK_CHECKPOINT_PAGES, Store, add_functions
 from memory.timestamps import format_time, system_clock
 from memory.transfer.check import ImportPlan, check_import
 from memory.transfer.records import decode, plain_step, record_steps
@@ -212,6 +212,7 @@ async def test_a_large_import_merges_the_index_it_filled(db_path: Path) -> None:
         await scope.import_lines(small, batch_size=5, merge_after_rows=30)
         assert _segments(db_path, "observation_fts") > 1
     with sqlite3.connect(db_path) as conn:
+        add_functions(conn)
         conn.execute(
             "INSERT INTO observation_fts (observation_fts, rank) VALUES ('integrity-check', 1)"
         )
@@ -474,6 +475,7 @@ def test_ordinary_lines_take_the_plain_check() -> None:
 def _fts_agrees(db_path: Path) -> None:
     """Every full-text index holds exactly its table's rows."""
     with sqlite3.connect(db_path) as conn:
+        add_functions(conn)
         for table, key in [
             ("entity", "id"),
             ("observation", "seq"),

@@ -30,6 +30,7 @@ from mcp.client.stdio import stdio_client
 
 from memory import DatabaseFileError, GraphMemory
 from memory.models import ObservationRecord
+from memory.store import add_functions
 
 pytestmark = pytest.mark.anyio
 
@@ -103,6 +104,7 @@ async def stored_facts(path: Path) -> list[tuple[str, str]]:
 def assert_intact(path: Path) -> None:
     """SQLite's integrity check, and FTS5's check of each full-text index against its table."""
     with sqlite3.connect(path) as conn:
+        add_functions(conn)
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         indexes = conn.execute(
             "SELECT name FROM sqlite_master WHERE sql LIKE 'CREATE VIRTUAL TABLE%fts5%'"

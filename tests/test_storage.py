@@ -47,7 +47,7 @@ from memory.search import (
     RELATIONS_BY_SEQ,
     newest_sql,
 )
-from memory.store import LAST_ROWID, ROWIDS_BETWEEN
+from memory.store import LAST_ROWID, ROWIDS_BETWEEN, add_functions
 from memory.writes import SELECT_OPEN_FACTS, SELECT_OPEN_TRIPLE, SELECT_RELATION_SLOT, SELECT_SLOT
 
 from .conftest import FakeClock
@@ -232,7 +232,7 @@ async def test_hot_statements_use_indexes(db_path: Path, name: str) -> None:
         await mem.scope(app="a", user="u").remember(entity="E", facts=["x"])
     sql = HOT_STATEMENTS[name]
     with sqlite3.connect(db_path) as conn:
-        conn.create_function(TOKENS_FUNCTION, 2, column_tokens)
+        add_functions(conn)
         names = "owner g p key known_at as_of after before limit entity attribute source"
         names += " relation target session_id changed_at id batch cap window first last n"
         params: dict[str, object] = dict.fromkeys(names.split(), 1)
@@ -444,6 +444,7 @@ async def test_migration_5_puts_every_users_rows_in_a_range_of_their_own(db_path
     assert [o.text for o in opened.entities[0].observations][-1] == "a new fact about tea"
     assert [r.id for r in opened.relations] == ["r_1"]
     with sqlite3.connect(db_path) as conn:
+        add_functions(conn)
         assert conn.execute("PRAGMA user_version").fetchone()[0] == LATEST_VERSION
         after = conn.execute(LOGICAL_ROWS).fetchall()
         assert [row for row in after if row[1] != added.added[0].id] == before

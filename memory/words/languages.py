@@ -1,0 +1,63 @@
+"""The languages whose word forms search folds: ISO 639-1 codes, the Snowball algorithm
+of each, and the scripts that tell a text's language by themselves."""
+
+from __future__ import annotations
+
+# English keeps Porter's original algorithm, which FTS5's `porter` tokenizer ran before
+# the analyzer existed: English words are indexed as they were.
+SNOWBALL = {
+    "ar": "arabic",
+    "ca": "catalan",
+    "cs": "czech",
+    "da": "danish",
+    "de": "german",
+    "el": "greek",
+    "en": "porter",
+    "eo": "esperanto",
+    "es": "spanish",
+    "et": "estonian",
+    "eu": "basque",
+    "fa": "persian",
+    "fi": "finnish",
+    "fr": "french",
+    "ga": "irish",
+    "hi": "hindi",
+    "hu": "hungarian",
+    "hy": "armenian",
+    "id": "indonesian",
+    "it": "italian",
+    "lt": "lithuanian",
+    "ne": "nepali",
+    "nl": "dutch",
+    "no": "norwegian",
+    "pl": "polish",
+    "pt": "portuguese",
+    "ro": "romanian",
+    "ru": "russian",
+    "sr": "serbian",
+    "st": "sesotho",
+    "sv": "swedish",
+    "ta": "tamil",
+    "tr": "turkish",
+}
+LANGUAGES = frozenset(SNOWBALL)
+DEFAULT_LANGUAGE = "en"
+
+# The language of a word in a script that only one of them is written in. Latin and
+# Cyrillic words take the language of their text (`identify`, else the default).
+BY_SCRIPT = {
+    "Arabic": "ar",
+    "Armenian": "hy",
+    "Devanagari": "hi",
+    "Greek": "el",
+    "Tamil": "ta",
+}
+CYRILLIC = frozenset({"ru", "sr"})
+DEFAULT_CYRILLIC = "ru"
+
+
+def language_error(value: str) -> str | None:
+    """Why `value` is not a language code chronomem stems, or None when it is one."""
+    if value in LANGUAGES:
+        return None
+    return f"{value!r} is not one of {', '.join(sorted(LANGUAGES))} (ISO 639-1 codes)"
