@@ -346,3 +346,23 @@ def test_languages_refuses_an_unknown_language() -> None:
     )
     assert done.returncode == 2 and "--languages: no data for xx" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.skipif(
+    not LOCOMO.exists() or not DATA.exists(), reason="dev data not beside the repository"
+)
+def test_langid_runs(tmp_path: Path) -> None:
+    out = _run(
+        "bench.langid",
+        "--identifier",
+        "chronomem",
+        "--english",
+        "20",
+        "--json",
+        str(tmp_path / "r.json"),
+    )
+    assert re.search(r"questions mean top1/top3 +\d+% /100%", out), out
+    assert "chronomem 0.4.0: lacks none" in out
+    row = json.loads((tmp_path / "r.json").read_text())["identifiers"][0]
+    assert row["identifier"] == "chronomem" and row["same_probabilities"] is True
+    assert set(row["english"]) == {"locomo", "longmemeval"}
