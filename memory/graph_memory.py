@@ -20,6 +20,8 @@ from .search_settings import DEFAULT_SEARCH, SearchSettings
 from .store import DEFAULT_MAX_FACTS, DEFAULT_MAX_TURNS, Caps, Store
 from .timestamps import Clock, system_clock
 from .validation import ScopePart, parse_arguments
+from .word_index import WordProgress
+from .words import chosen_language
 
 __all__ = ["GraphMemory"]
 
@@ -55,6 +57,8 @@ class GraphMemory:
         search: SearchSettings = DEFAULT_SEARCH,
         embedder: str | Embedder | None = None,
         indexing: IndexerSettings = DEFAULT_INDEXING,
+        language: str | None = None,
+        on_progress: Callable[[WordProgress], None] | None = None,
     ) -> AsyncIterator[GraphMemory]:
         """Open (creating and migrating as needed) the database at `path`.
 
@@ -69,6 +73,12 @@ class GraphMemory:
         "none" words only, or an `Embedder`. While the database is open, a background
         indexer embeds new rows (`indexing` says how); the model loads on first use.
 
+        `language` (an ISO 639-1 code; None: $CHRONOMEM_LANGUAGE, else the file's
+        own, English for a new file) is the language words are stemmed in when
+        neither their script nor their text tells (`words`). It is the file's: a
+        file that had another has its words indexed again, as a migration that
+        re-indexes them does, telling `on_progress` how far it is.
+
         Raises:
             DatabaseFileError: the file is corrupt, not SQLite, another program's
                 database, or from a newer chronomem.
@@ -77,7 +87,10 @@ class GraphMemory:
             raise ValueError("max_facts and max_turns must be at least 1")
         caps = Caps(max_facts=max_facts, max_turns=max_turns)
         chosen = choose_embedder(embedder)
-        store = await Store.open(os.fspath(path), clock or system_clock, caps, search)
+        wanted = chosen_language(language)
+        store = await Store.open(
+            os.fspath(path), clock or system_clock, caps, search, wanted, on_progress
+        )
         try:
             if chosen is None:
                 yield cls(store)

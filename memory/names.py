@@ -5,13 +5,17 @@ from __future__ import annotations
 import re
 import unicodedata
 
+import regex
+
 from .errors import InvalidInputError
 from .validation import LABEL_MAX
 
 __all__ = ["display_name", "match_key", "relation_type"]
 
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_NOT_WORD = re.compile(r"[\W_]+")
+# Not a letter, a combining mark (a vowel sign of Devanagari stays inside its word)
+# or a digit.
+_NOT_WORD = regex.compile(r"[^\p{L}\p{M}\p{N}]+")
 
 
 def display_name(text: str) -> str:

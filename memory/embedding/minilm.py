@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ..words.identify import guesses
 from . import EmbedderError
 
 __all__ = ["MODEL_SHA256", "TOKENIZER_SHA256", "MiniLM"]
@@ -42,6 +43,9 @@ ENGLISH_WORDS = frozenset(
     should will just than then them him me
     """.split()
 )
+# A guess this sure that a few keywords are another language ("Wer spielt
+# Schlagzeug?") keeps the model away from them.
+OTHER_LANGUAGE = 0.9
 KEYWORDS = 3
 _WORD = re.compile(r"\w+")
 
@@ -130,11 +134,14 @@ class MiniLM:
 
     def reads(self, query: str) -> bool:
         """Whether the model can rank by `query`'s meaning: English, or a few
-        keywords in plain letters."""
+        keywords in plain letters that are not plainly another language."""
         words = _WORD.findall(query.lower())
         if any(word in ENGLISH_WORDS for word in words):
             return True
-        return query.isascii() and 0 < len(words) <= KEYWORDS
+        if not query.isascii() or not 0 < len(words) <= KEYWORDS:
+            return False
+        guessed = guesses(query, 1)
+        return not guessed or guessed[0].language == "en" or guessed[0].probability < OTHER_LANGUAGE
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         self.load()

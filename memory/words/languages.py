@@ -3,6 +3,8 @@ of each, and the scripts that tell a text's language by themselves."""
 
 from __future__ import annotations
 
+import os
+
 # English keeps Porter's original algorithm, which FTS5's `porter` tokenizer ran before
 # the analyzer existed: English words are indexed as they were.
 SNOWBALL = {
@@ -61,3 +63,22 @@ def language_error(value: str) -> str | None:
     if value in LANGUAGES:
         return None
     return f"{value!r} is not one of {', '.join(sorted(LANGUAGES))} (ISO 639-1 codes)"
+
+
+ENV = "CHRONOMEM_LANGUAGE"
+
+
+def chosen_language(language: str | None) -> str | None:
+    """The default language asked for: `language`, else $CHRONOMEM_LANGUAGE, else None
+    (the file's own).
+
+    Raises:
+        ValueError: it is not a language chronomem stems.
+    """
+    value = language if language is not None else os.environ.get(ENV) or None
+    if value is None:
+        return None
+    code = value.strip().lower()
+    if (error := language_error(code)) is not None:
+        raise ValueError(f"language: {error} (--language / {ENV})")
+    return code
