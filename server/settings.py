@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +12,7 @@ from pathlib import Path
 from memory import GraphMemory
 from memory.embedding import Embedder
 from memory.store import DEFAULT_MAX_FACTS, DEFAULT_MAX_TURNS
+from memory.word_index import WordProgress
 
 __all__ = [
     "DEFAULT_HEADER_TIMEOUT",
@@ -84,6 +85,10 @@ class Settings:
     max_turns: int = DEFAULT_MAX_TURNS
     # "default", "none" or an Embedder (GraphMemory.open); None: $CHRONOMEM_EMBEDDER
     embedder: str | Embedder | None = None
+    # The file's default language (GraphMemory.open); None: $CHRONOMEM_LANGUAGE, else
+    # the file's own. `on_progress` hears how far a re-index of its words is.
+    language: str | None = None
+    on_progress: Callable[[WordProgress], None] | None = None
     # HTTP transports only:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     max_sessions: int = DEFAULT_MAX_SESSIONS
@@ -95,5 +100,10 @@ class Settings:
 
     def open_memory(self) -> AbstractAsyncContextManager[GraphMemory]:
         return GraphMemory.open(
-            self.db, max_facts=self.max_facts, max_turns=self.max_turns, embedder=self.embedder
+            self.db,
+            max_facts=self.max_facts,
+            max_turns=self.max_turns,
+            embedder=self.embedder,
+            language=self.language,
+            on_progress=self.on_progress,
         )

@@ -163,7 +163,7 @@ async def test_a_star_is_not_a_prefix_operator(alice: MemoryScope) -> None:
 def test_query_terms_quotes_every_word() -> None:
     # quoted: a word, as the index holds it (lower case, its stem)
     assert query_terms('what is "NEAR(x)" AND y*') == ['"near"', '"x"', '"y"']
-    assert query_terms("who is it?") == ['"who"', '"i"', '"it"']  # only stop words: keep them
+    assert query_terms("who is it?") == ['"who"', '"is"', '"it"']  # only stop words: keep them
     assert query_terms("?!") == []
 
 

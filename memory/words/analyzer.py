@@ -42,6 +42,9 @@ MAX_TERMS = 64  # a query's expressions at most
 # every language guessed at least `QUERY_GUESS` likely.
 CONFIDENT = 0.5
 QUERY_GUESS = 0.1
+# A stored text with fewer letters than this (a name, a few words) is too short for
+# the identifier, whose guesses on it are often sure and wrong: it takes the default.
+IDENTIFIABLE = 24
 
 _SPACELESS = r"\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}"
 _CJK = r"\p{Han}\p{Hiragana}\p{Katakana}々〆ヶーｰ"
@@ -63,7 +66,6 @@ _SCRIPT = regex.compile(
     r"|(?P<Tamil>\p{Tamil}))"
 )
 _CLUSTER = regex.compile(r"\X")
-_DIGIT = regex.compile(r"\p{N}")
 _HAN = regex.compile(r"[\p{Han}々〆ヶ]")
 
 # Korean particles and the commonest endings, longest first: what follows a noun.
@@ -118,6 +120,8 @@ def _languages(text: str, default: str, *, query: bool) -> Languages:
     """A stored text's one language per alphabet: the identifier's confident guess,
     else the default. A query's: the default and every guess likely enough."""
     latin, cyrillic = [_latin_default(default)], [_cyrillic_default(default)]
+    if not query and sum(c.isalpha() for c in text) < IDENTIFIABLE:
+        return Languages((latin[0],), (cyrillic[0],))
     for guess in identify.guesses(text, 3):
         chosen = cyrillic if guess.language in CYRILLIC else latin
         if query and guess.probability >= QUERY_GUESS and guess.language not in chosen:
@@ -125,7 +129,7 @@ def _languages(text: str, default: str, *, query: bool) -> Languages:
         elif not query and guess.probability >= CONFIDENT:
             chosen[0] = guess.language
     if not query:
-        return Languages(latin[:1], cyrillic[:1])
+        return Languages((latin[0],), (cyrillic[0],))
     return Languages(tuple(latin), tuple(cyrillic))
 
 
@@ -133,12 +137,10 @@ def _languages(text: str, default: str, *, query: bool) -> Languages:
 def _folded(word: str, language: str) -> str:
     """A word's stem in `language`: English as FTS5's Porter tokenizer had it (accents
     first), other Latin-script languages stemmed with their accents, then without."""
-    if language == "en":
+    if language == "en":  # FTS5's Porter leaves words of one or two letters alone
         plain = without_accents(word)
-        return plain if _DIGIT.search(plain) else stem("en", plain)
-    if _DIGIT.search(word):
-        return without_accents(word) if _script(word) == "Latin" else word
-    stemmed = stem(language, word)
+        return plain if len(plain) < 3 else stem("en", plain) or plain
+    stemmed = stem(language, word) or word
     return without_accents(stemmed) if _script(word) == "Latin" else stemmed
 
 

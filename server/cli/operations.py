@@ -373,7 +373,10 @@ def _command(operation: Operation[Any, Any], subcommand: Subcommand) -> click.Co
         decorators += typed.options if typed else [_parameter(name, fields[name], subcommand)]
 
     def callback(as_json: bool, **values: Any) -> None:
-        where = {name: values.pop(name) for name in ("db", "app", "user", "project", "embedder")}
+        where = {
+            name: values.pop(name)
+            for name in ("db", "app", "user", "project", "embedder", "language")
+        }
         caps = (
             Caps(values.pop("max_facts"), values.pop("max_turns"))
             if operation.writes

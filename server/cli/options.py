@@ -29,12 +29,15 @@ from memory import (
 )
 from memory.embedding import EMBEDDER_CHOICES, choose_embedder
 from memory.errors import ImportInterrupted
+from memory.word_index import WordProgress
+from memory.words import LANGUAGES
 
 from ..settings import DEFAULT_MAX_FACTS, DEFAULT_MAX_TURNS, resolve_db
 
 __all__ = [
     "DEFAULT_CAPS",
     "Caps",
+    "WordsReport",
     "cap_options",
     "embedder_option",
     "emit",
@@ -53,7 +56,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 # Names the shared options take among a command's parameters: an operation's
 # argument of one of these names would be shadowed (`operations` refuses it).
 SHARED_PARAMETERS = frozenset(
-    {"db", "app", "user", "project", "embedder", "as_json", "max_facts", "max_turns"}
+    {"db", "app", "user", "project", "embedder", "language", "as_json", "max_facts", "max_turns"}
 )
 
 
@@ -95,9 +98,44 @@ def embedder_option(command: F) -> F:
     )(command)
 
 
+def language_option(command: F) -> F:
+    """--language (CHRONOMEM_LANGUAGE): the file's default language for word forms."""
+    return click.option(
+        "--language",
+        envvar="CHRONOMEM_LANGUAGE",
+        type=click.Choice(sorted(LANGUAGES), case_sensitive=False),
+        default=None,
+        help="Language of the words whose language neither their script nor their text"
+        " tells (ISO 639-1 code). It is the file's: given another than the file has, its"
+        " words are indexed again. [default: the file's; en for a new file]",
+    )(command)
+
+
+class WordsReport:
+    """Tells stderr how far the words are indexed again (a migration, a new default
+    language): when it starts, every tenth of the way, and when it is done."""
+
+    STEPS = 10
+
+    def __init__(self) -> None:
+        self._step = -1
+
+    def __call__(self, progress: WordProgress) -> None:
+        done, total = progress
+        if total == 0:  # a new file: nothing to say
+            return
+        step = done * self.STEPS // total
+        if self._step < 0:
+            click.echo(f"chronomem: indexing the words of {total:,} rows again", err=True)
+        elif step > self._step:
+            click.echo(f"chronomem: words indexed: {done:,} of {total:,} rows", err=True)
+        self._step = step
+
+
 def scope_options(command: F) -> F:
-    """--db, --app, --user, --project and --embedder, with their environment variables
-    and defaults: what every command that opens the database takes."""
+    """--db, --app, --user, --project, --embedder and --language, with their
+    environment variables and defaults: what every command that opens the database
+    takes."""
     return _apply(
         command,
         [
@@ -127,6 +165,7 @@ def scope_options(command: F) -> F:
                 help="Work inside this project (global memory stays visible).",
             ),
             embedder_option,
+            language_option,
         ],
     )
 
@@ -219,6 +258,8 @@ def run_on_file(
             max_turns=caps.max_turns,
             embedder=chosen or "none",
             indexing=indexing,
+            language=scope["language"],
+            on_progress=WordsReport(),
         ) as memory:
             if ranks and chosen is not None:
                 try:

@@ -39,7 +39,7 @@ from ..settings import (
     is_loopback,
     resolve_db,
 )
-from .options import cap_options, scope_options, setting
+from .options import WordsReport, cap_options, scope_options, setting
 
 __all__ = ["client_config", "ranking", "serve", "token"]
 
@@ -155,6 +155,7 @@ def serve(
     user: str,
     project: str | None,
     embedder: str,
+    language: str | None,
     transport: str,
     host: str,
     port: int,
@@ -190,6 +191,8 @@ def serve(
         max_turns=max_turns,
         max_request_bytes=max_request_bytes,
         embedder=chosen or "none",
+        language=language,
+        on_progress=WordsReport(),
         **limits,
     )
     if transport == "stdio" and auth_tokens:

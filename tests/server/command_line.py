@@ -17,7 +17,13 @@ from server.cli import main
 from .conftest import CHRONOMEM
 
 # Settings a developer's shell might hold, cleared so every test starts from the defaults.
-CLEARED = ("CHRONOMEM_USER", "CHRONOMEM_PROJECT", "CHRONOMEM_MAX_FACTS", "CHRONOMEM_MAX_TURNS")
+CLEARED = (
+    "CHRONOMEM_USER",
+    "CHRONOMEM_PROJECT",
+    "CHRONOMEM_MAX_FACTS",
+    "CHRONOMEM_MAX_TURNS",
+    "CHRONOMEM_LANGUAGE",
+)
 
 
 class Cli:

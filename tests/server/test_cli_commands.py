@@ -360,3 +360,18 @@ def test_each_flag_means_one_thing_the_fact_cap_is_not_the_profile_card_s(cli: C
         shown = cli(command, "--help").stdout
         assert "--max-facts " in shown and "--max-turns " in shown, command
         assert "Most facts and relations one user may store." in shown, command
+
+
+def test_language_makes_the_files_default_and_says_it_indexes_the_words_again(
+    cli: Cli,
+) -> None:
+    cli("remember", "Moka", "animaux interdits")
+    assert "animaux" not in cli("search", "animal").stdout  # English stems it "anim"
+    changed = cli("search", "animal", "--language", "fr")
+    assert "indexing the words of 2 rows again" in changed.stderr  # the entity, its fact
+    assert "words indexed: 2 of 2 rows" in changed.stderr
+    assert "animaux interdits" in changed.stdout
+    kept = cli("search", "animal")  # the file's language now, nothing to index
+    assert "animaux interdits" in kept.stdout and "indexing" not in kept.stderr
+    refused = cli("search", "animal", "--language", "klingon", code=2)
+    assert "Invalid value for '--language'" in refused.stderr
