@@ -51,6 +51,9 @@ def fused(
     if found is None:
         return lexical
     best, cosines = found
+    window = meaning.windows.get(kind)
+    if window is not None and best:  # only rows nearly as alike as the most alike
+        floor = max(floor, best[0][1] - window)
     words = {row["rowid"]: (score, row) for score, row in lexical}
     alike = [rowid for rowid, cosine in best if cosine > floor and rowid not in words]
     rows = {row["rowid"]: row for row in tx.all(sql, {**params, "rowids": json_list(alike)})}

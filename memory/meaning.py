@@ -40,6 +40,7 @@ class Meaning:
     # Per kind of row, the cosine under which a row is not alike the query (the
     # embedder's own `floors`; fusion's defaults for the kinds it leaves out).
     floors: Mapping[str, float] = field(default_factory=dict)
+    windows: Mapping[str, float] = field(default_factory=dict)
 
     def nearest(
         self, tx: Tx, owner: int, kind: str, k: int, also: Iterable[int] = ()
@@ -61,6 +62,7 @@ class Semantic:
         self.indexer = indexer
         self.rows = NearestRows(embedder.dim, embedder.name)
         self.floors: Mapping[str, float] = getattr(embedder, "floors", {})
+        self.windows: Mapping[str, float] = getattr(embedder, "windows", {})
         self._queries: OrderedDict[str, Future[Matrix]] = OrderedDict()
         self._loading = False
         # A search's query is embedded here while its transaction ranks by words.
@@ -93,7 +95,7 @@ class Semantic:
                 self._queries.popitem(last=False)
         else:
             self._queries.move_to_end(text)
-        return Meaning(self.rows, vector, fallback, self.floors)
+        return Meaning(self.rows, vector, fallback, self.floors, self.windows)
 
     def close(self) -> None:
         self._threads.shutdown(wait=False, cancel_futures=True)
