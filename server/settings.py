@@ -9,7 +9,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
-from memory import GraphMemory
+from memory import GraphMemory, IndexerSettings
 from memory.embedding import Embedder
 from memory.store import DEFAULT_MAX_FACTS, DEFAULT_MAX_TURNS
 
@@ -34,6 +34,8 @@ TRANSPORTS = ("stdio", "sse", "http")
 HTTP_PATH = "/mcp"
 SSE_PATH = "/sse"
 MESSAGES_PATH = "/messages/"
+# A server says on stderr when the file's vectors are another model's (DESIGN §8).
+SERVING = IndexerSettings(tell_other_model=True)
 
 
 def default_db_path(environ: Mapping[str, str]) -> Path:
@@ -95,5 +97,9 @@ class Settings:
 
     def open_memory(self) -> AbstractAsyncContextManager[GraphMemory]:
         return GraphMemory.open(
-            self.db, max_facts=self.max_facts, max_turns=self.max_turns, embedder=self.embedder
+            self.db,
+            max_facts=self.max_facts,
+            max_turns=self.max_turns,
+            embedder=self.embedder,
+            indexing=SERVING,
         )

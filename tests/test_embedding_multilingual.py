@@ -17,6 +17,7 @@ from memory import EmbedderError, GraphMemory, IndexerSettings, MemoryScope
 from memory.embedding import choose_embedder
 from memory.embedding.e5 import MODEL_FILE, MultilingualE5
 
+from .polling import eventually
 from .server.command_line import Cli
 
 pytestmark = pytest.mark.anyio
@@ -120,6 +121,32 @@ async def test_a_model_file_not_the_pinned_one_is_refused(tmp_path: Path) -> Non
         hits = (await scope.search_nodes("spiders")).hits  # words still find it
         assert hits[0].observations[0].text == "is afraid of spiders"
         assert (await scope.stats()).vectors == 0
+
+
+async def test_a_memory_switched_to_another_model_says_so_once(
+    db_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with GraphMemory.open(db_path, embedder="default", indexing=FAST) as mem:
+        await mem.scope(app="a", user="u").remember("Claire", [CLAIRE[0]])
+        await mem.wait_until_indexed()
+    said: list[str] = []
+
+    async def told() -> bool:
+        said.append(capsys.readouterr().err)
+        return "searching by words only" in "".join(said)
+
+    telling = IndexerSettings(idle_poll_s=0.05, tell_other_model=True)  # as `serve` does
+    async with GraphMemory.open(db_path, embedder="multilingual", indexing=telling) as mem:
+        await eventually(told, within=60)
+        for _ in range(3):  # each waits for another pass of the indexer
+            with pytest.raises(EmbedderError, match="reindex --all"):
+                await mem.wait_until_indexed()
+        hits = (await mem.scope(app="a", user="u").search_nodes("violoncelle")).hits
+        assert hits[0].observations[0].text == CLAIRE[0]  # by words
+    said.append(capsys.readouterr().err)
+    lines = [line for line in "".join(said).splitlines() if "words only" in line]
+    assert len(lines) == 1, lines
+    assert "'all-MiniLM-L6-v2-int8'" in lines[0] and "reindex --all" in lines[0]
 
 
 # Runs in a fresh interpreter: every network socket, connection or name lookup and
