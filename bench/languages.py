@@ -1,17 +1,19 @@
 """Retrieval quality in the languages users speak (issue 18): facts about a user and
-the people, pets and places around them, asked back in three ways, per language.
+the people, pets and places around them, asked back in four ways, per language.
 
-    .venv/bin/python -m bench.languages [--languages fr,de,...] [--embedder default|none]
-                                        [--json FILE]
+    .venv/bin/python -m bench.languages [--languages fr,de,...]
+                                        [--embedder default|multilingual|none] [--json FILE]
 
 The data is `bench/data/languages/<code>.json`, written natively for this project
 (see bench/data/README.md): per language about two dozen facts on 3-5 entities, and
-questions of three kinds, each naming the facts it expects:
+questions of four kinds, each naming the facts it expects:
 - `form`: the key word in another form than stored (number, tense, person, case; a
   Korean noun with another particle, Japanese with another conjugation; a Chinese or
   Japanese compound shorter or longer than the stored one);
 - `same`: the key word in the same form as stored;
-- `paraphrase`: no content word in common with the fact.
+- `paraphrase`: no content word in common with the fact;
+- `cross`: asked in another language than the facts' (English; French for the
+  English set), naming none of the stored people, pets or places.
 
 A fresh in-memory database per language; each entity's facts stored with one
 `remember(entity=..., facts=[...], entity_type=...)`; each question through
@@ -43,7 +45,7 @@ from .common import PlainBM25, machine
 from .embedding_cache import EMBEDDERS, bench_embedder
 
 DATA = Path(__file__).resolve().parent / "data" / "languages"
-KINDS = ("form", "same", "paraphrase")
+KINDS = ("form", "same", "paraphrase", "cross")
 K = 3
 
 
@@ -151,6 +153,22 @@ def table(languages: list[Language], rows: list[dict[str, Any]], kind: str) -> s
     return "\n".join(lines)
 
 
+def summary(languages: list[Language], rows: list[dict[str, Any]]) -> str:
+    """chronomem's hit@3 per language (rows) and kind (columns)."""
+    lines = [
+        "| language | " + " | ".join(KINDS) + " |",
+        "|---|" + "---|" * len(KINDS),
+    ]
+    for language in languages:
+        cells = []
+        for kind in KINDS:
+            members = [r for r in rows if r["language"] == language.code and r["kind"] == kind]
+            ours = sum(r["chronomem"] for r in members) / len(members) if members else None
+            cells.append("" if ours is None else f"{ours:.2f}")
+        lines.append(f"| {language.name} ({language.code}) | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def available() -> list[str]:
     return sorted(path.stem for path in DATA.glob("*.json"))
 
@@ -184,6 +202,10 @@ async def main() -> None:
         print(f"{kind}: hit@{K}")
         print()
         print(table(languages, rows, kind))
+    print()
+    print(f"chronomem hit@{K}, by kind")
+    print()
+    print(summary(languages, rows))
     if args.json:
         args.json.write_text(
             json.dumps({"machine": machine(), "embedder": args.embedder, "rows": rows}, indent=1)

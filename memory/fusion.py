@@ -10,7 +10,8 @@ over the rows the context may see: a weighted sum of scores normalised to [0, 1]
 reciprocal-rank fusion (which ranked conversational data worse, DESIGN §8). A row
 whose cosine is under its kind's floor (`FLOOR_BY_KIND`) is not alike the query at
 all: found by meaning alone it is left out, so a question about nothing stored still
-finds nothing. The weights and floors were chosen on the development splits only
+finds nothing. A model whose cosines lie in a range of their own says its floors
+(the embedder's `floors`). The weights and floors were chosen on the development splits only
 (bench/longmemeval.py, bench/locomo.py; docs/benchmarks.md has the grid).
 """
 
@@ -45,11 +46,14 @@ def fused(
     meaning = tx.meaning
     if meaning is None or (meaning.fallback and lexical):
         return lexical
-    floor = FLOOR_BY_KIND[kind]
+    floor = meaning.floors.get(kind, FLOOR_BY_KIND[kind])
     found = meaning.nearest(tx, owner, kind, CANDIDATES, also=[row["rowid"] for _, row in lexical])
     if found is None:
         return lexical
     best, cosines = found
+    window = meaning.windows.get(kind)
+    if window is not None and best:  # only rows nearly as alike as the most alike
+        floor = max(floor, best[0][1] - window)
     words = {row["rowid"]: (score, row) for score, row in lexical}
     alike = [rowid for rowid, cosine in best if cosine > floor and rowid not in words]
     rows = {row["rowid"]: row for row in tx.all(sql, {**params, "rowids": json_list(alike)})}

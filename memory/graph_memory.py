@@ -70,8 +70,9 @@ class GraphMemory:
 
         `embedder` ranks by meaning too (DESIGN §8): "default" (the default, or
         $CHRONOMEM_EMBEDDER) is the `semantic` extra's model when it is installed,
-        "none" words only, or an `Embedder`. While the database is open, a background
-        indexer embeds new rows (`indexing` says how); the model loads on first use.
+        "multilingual" the `multilingual` extra's, "none" words only, or an
+        `Embedder`. While the database is open, a background indexer embeds new rows
+        (`indexing` says how); the model loads on first use.
 
         `language` (an ISO 639-1 code; None: $CHRONOMEM_LANGUAGE, else the file's
         own, English for a new file) is the language words are stemmed in when
@@ -82,6 +83,7 @@ class GraphMemory:
         Raises:
             DatabaseFileError: the file is corrupt, not SQLite, another program's
                 database, or from a newer chronomem.
+            EmbedderError: "multilingual", and its extra is not installed.
         """
         if max_facts < 1 or max_turns < 1:
             raise ValueError("max_facts and max_turns must be at least 1")

@@ -52,6 +52,9 @@ class IndexerSettings:
     # False: no background indexing in this process (a one-shot command that only
     # searches); the model still ranks its queries.
     background: bool = True
+    # Say once on stderr when the file's vectors are another model's (and searches
+    # rank by words): a server does, where no caller waits to hear it.
+    tell_other_model: bool = False
 
 
 DEFAULT_INDEXING = IndexerSettings()
@@ -139,6 +142,7 @@ class Indexer:
         self.settings = settings
         self.failure: EmbedderError | None = None
         self.model_mismatch: str | None = None  # the file's model, when not ours
+        self._mismatch_told = False
         self._me = random.getrandbits(62) or 1
         self._wake = anyio.Event()
         self._progress = anyio.Event()
@@ -183,6 +187,12 @@ class Indexer:
             self._load_requested = False
             await self.load()
         claimed = await self.store.housekeeping(self._claim)
+        untold = self.settings.tell_other_model and not self._mismatch_told
+        if self.model_mismatch is not None and untold:
+            self._mismatch_told = True
+            print(
+                f"chronomem: {self._mismatch_message()}; searching by words only", file=sys.stderr
+            )
         if not claimed:
             self._hurried = False
             self._signal_progress()

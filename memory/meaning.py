@@ -11,9 +11,9 @@ neither opening a database nor the first call waits for it.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .embedding import Embedder
 from .indexer import Indexer
@@ -37,6 +37,10 @@ class Meaning:
     # Only for a kind of row its words find nothing of (a query in a language the
     # model does not know, whose vectors would outrank the words' matches).
     fallback: bool = False
+    # Per kind of row, the cosine under which a row is not alike the query (the
+    # embedder's own `floors`; fusion's defaults for the kinds it leaves out).
+    floors: Mapping[str, float] = field(default_factory=dict)
+    windows: Mapping[str, float] = field(default_factory=dict)
 
     def nearest(
         self, tx: Tx, owner: int, kind: str, k: int, also: Iterable[int] = ()
@@ -57,6 +61,8 @@ class Semantic:
         self.embedder = embedder
         self.indexer = indexer
         self.rows = NearestRows(embedder.dim, embedder.name)
+        self.floors: Mapping[str, float] = getattr(embedder, "floors", {})
+        self.windows: Mapping[str, float] = getattr(embedder, "windows", {})
         self._queries: OrderedDict[str, Future[Matrix]] = OrderedDict()
         self._loading = False
         # A search's query is embedded here while its transaction ranks by words.
@@ -89,7 +95,7 @@ class Semantic:
                 self._queries.popitem(last=False)
         else:
             self._queries.move_to_end(text)
-        return Meaning(self.rows, vector, fallback)
+        return Meaning(self.rows, vector, fallback, self.floors, self.windows)
 
     def close(self) -> None:
         self._threads.shutdown(wait=False, cancel_futures=True)

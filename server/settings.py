@@ -9,7 +9,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
-from memory import GraphMemory
+from memory import GraphMemory, IndexerSettings
 from memory.embedding import Embedder
 from memory.store import DEFAULT_MAX_FACTS, DEFAULT_MAX_TURNS
 from memory.word_index import WordProgress
@@ -35,6 +35,8 @@ TRANSPORTS = ("stdio", "sse", "http")
 HTTP_PATH = "/mcp"
 SSE_PATH = "/sse"
 MESSAGES_PATH = "/messages/"
+# A server says on stderr when the file's vectors are another model's (DESIGN §8).
+SERVING = IndexerSettings(tell_other_model=True)
 
 
 def default_db_path(environ: Mapping[str, str]) -> Path:
@@ -106,4 +108,5 @@ class Settings:
             embedder=self.embedder,
             language=self.language,
             on_progress=self.on_progress,
+            indexing=SERVING,
         )

