@@ -228,7 +228,10 @@ def language_texts() -> dict[str, dict[str, list[str]]]:
         data = json.loads((DATA / f"{code}.json").read_text(encoding="utf-8"))
         assert data["language"] == code, code
         facts = [f["text"] for e in data["entities"] for f in e["facts"]]
-        out[code] = {"facts": facts, "questions": [q["text"] for q in data["questions"]]}
+        out[code] = {
+            "facts": facts,
+            "questions": [q["text"] for q in data["questions"] if q["kind"] != "cross"],
+        }
     return out
 
 

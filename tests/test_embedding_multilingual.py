@@ -185,6 +185,11 @@ print(json.dumps({"found": found, "sockets": sockets, "written": written}))
 def test_the_model_loads_from_its_package_offline_writing_nothing_else(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "XDG_"))}
     env["HOME"] = str(tmp_path / "home")  # a cache would appear under it
+    # The language identifier unpacks its model through an anonymous temporary file
+    # (tests/test_identify.py): the one place besides the database it may write.
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    env.update(TMPDIR=str(temporary), TMP=str(temporary), TEMP=str(temporary))
     db = tmp_path / "data" / "memory.db"
     done = subprocess.run(
         [sys.executable, "-c", OFFLINE, str(db)],
@@ -198,8 +203,14 @@ def test_the_model_loads_from_its_package_offline_writing_nothing_else(tmp_path:
     report = json.loads(done.stdout.splitlines()[-1])
     assert report["found"] == "joue du violoncelle le mardi soir"
     assert report["sockets"] == []
-    outside = [p for p in report["written"] if not Path(p).resolve().is_relative_to(db.parent)]
+    allowed = (db.parent, temporary)
+    outside = [
+        p
+        for p in report["written"]
+        if not any(Path(p).resolve().is_relative_to(folder) for folder in allowed)
+    ]
     assert outside == []
+    assert list(temporary.iterdir()) == []
     assert not (tmp_path / "home").exists()
 
 
