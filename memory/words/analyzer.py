@@ -31,7 +31,7 @@ from typing import NamedTuple
 import regex
 
 from . import identify
-from .languages import BY_SCRIPT, CYRILLIC, DEFAULT_CYRILLIC, DEFAULT_LANGUAGE, LANGUAGES
+from .languages import CYRILLIC, DEFAULT_LANGUAGE, LATIN, SCRIPT_LANGUAGES, in_script
 from .stemming import stem, without_accents
 from .stopwords import STOP_WORDS
 
@@ -102,35 +102,32 @@ def _script(word: str) -> str | None:
 
 
 class Languages(NamedTuple):
-    """The languages a text's Latin and Cyrillic words are stemmed in."""
+    """The languages a text's Latin and Cyrillic words are stemmed in, and the
+    default (which of its script's languages a word of another script takes)."""
 
     latin: tuple[str, ...]
     cyrillic: tuple[str, ...]
-
-
-def _latin_default(language: str) -> str:
-    return language if language not in CYRILLIC and language not in BY_SCRIPT.values() else "en"
-
-
-def _cyrillic_default(language: str) -> str:
-    return language if language in CYRILLIC else DEFAULT_CYRILLIC
+    default: str
 
 
 def _languages(text: str, default: str, *, query: bool) -> Languages:
     """A stored text's one language per alphabet: the identifier's confident guess,
     else the default. A query's: the default and every guess likely enough."""
-    latin, cyrillic = [_latin_default(default)], [_cyrillic_default(default)]
+    latin = [default if default in LATIN else DEFAULT_LANGUAGE]
+    cyrillic = [in_script("Cyrillic", default)]
     if not query and sum(c.isalpha() for c in text) < IDENTIFIABLE:
-        return Languages((latin[0],), (cyrillic[0],))
+        return Languages((latin[0],), (cyrillic[0],), default)
     for guess in identify.guesses(text, 3):
         chosen = cyrillic if guess.language in CYRILLIC else latin
+        if guess.language not in LATIN | CYRILLIC:
+            continue
         if query and guess.probability >= QUERY_GUESS and guess.language not in chosen:
             chosen.append(guess.language)
         elif not query and guess.probability >= CONFIDENT:
             chosen[0] = guess.language
     if not query:
-        return Languages((latin[0],), (cyrillic[0],))
-    return Languages(tuple(latin), tuple(cyrillic))
+        return Languages((latin[0],), (cyrillic[0],), default)
+    return Languages(tuple(latin), tuple(cyrillic), default)
 
 
 @functools.lru_cache(maxsize=100_000)
@@ -151,8 +148,8 @@ def _word_stems(word: str, languages: Languages) -> list[str]:
         candidates: tuple[str, ...] = languages.latin
     elif script == "Cyrillic":
         candidates = languages.cyrillic
-    elif script in BY_SCRIPT:
-        candidates = (BY_SCRIPT[script],)
+    elif script in SCRIPT_LANGUAGES:
+        candidates = (in_script(script, languages.default),)
     else:
         return [word]
     return list(dict.fromkeys(_folded(word, language) for language in candidates))
@@ -249,6 +246,3 @@ def query_terms(text: str, language: str = DEFAULT_LANGUAGE) -> list[str]:
 def _stop_words(languages: Languages) -> frozenset[str]:
     chosen = {*languages.latin, *languages.cyrillic, "hi", "ar", "ja", "ko", "zh", "en"}
     return frozenset().union(*(STOP_WORDS.get(code, frozenset()) for code in chosen))
-
-
-assert DEFAULT_LANGUAGE in LANGUAGES

@@ -45,17 +45,25 @@ SNOWBALL = {
 LANGUAGES = frozenset(SNOWBALL)
 DEFAULT_LANGUAGE = "en"
 
-# The language of a word in a script that only one of them is written in. Latin and
-# Cyrillic words take the language of their text (`identify`, else the default).
-BY_SCRIPT = {
-    "Arabic": "ar",
-    "Armenian": "hy",
-    "Devanagari": "hi",
-    "Greek": "el",
-    "Tamil": "ta",
+# The languages each script is written in, the usual one first. A word of one of
+# these takes its script's usual language, or the default where that is written in
+# it too (Nepali, Persian); Latin and Cyrillic words take their text's (`identify`).
+SCRIPT_LANGUAGES = {
+    "Arabic": ("ar", "fa"),
+    "Armenian": ("hy",),
+    "Devanagari": ("hi", "ne"),
+    "Greek": ("el",),
+    "Tamil": ("ta",),
+    "Cyrillic": ("ru", "sr"),
 }
-CYRILLIC = frozenset({"ru", "sr"})
-DEFAULT_CYRILLIC = "ru"
+CYRILLIC = frozenset(SCRIPT_LANGUAGES["Cyrillic"])
+LATIN = LANGUAGES - {code for codes in SCRIPT_LANGUAGES.values() for code in codes} | {"sr"}
+
+
+def in_script(script: str, default: str) -> str:
+    """The language a word of `script` is stemmed in, given the default language."""
+    codes = SCRIPT_LANGUAGES[script]
+    return default if default in codes else codes[0]
 
 
 def language_error(value: str) -> str | None:
