@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from memory.words import MAX_TERMS, index_text, query_terms
@@ -92,3 +95,21 @@ def test_a_default_language_is_a_code_it_stems(value: str | None, code: str | No
 def test_a_language_it_does_not_stem_names_the_setting() -> None:
     with pytest.raises(ValueError, match=r"language: 'zz' is not one of .*CHRONOMEM_LANGUAGE"):
         chosen_language("zz")
+
+
+ENGLISH_ONLY = r"""
+import sys
+from memory.words import index_text, query_terms
+index_text("Caroline went to the support group with her friends, and they had fun")
+query_terms("what does she do with her friends?")
+index_text("likes tea")  # too short to be told: the default
+print("py3langid" in sys.modules)
+"""
+
+
+def test_english_text_never_loads_the_identifiers_model() -> None:
+    """Its model is tens of MiB: a memory written in English never pays for it."""
+    done = subprocess.run(
+        [sys.executable, "-c", ENGLISH_ONLY], capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.strip() == "False", done.stderr

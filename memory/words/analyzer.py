@@ -110,11 +110,30 @@ class Languages(NamedTuple):
     default: str
 
 
+# Words only English has among the identifier's languages: a text with enough of them
+# is English without asking the identifier, whose model (tens of MiB) then never
+# loads in a memory written in English.
+_ENGLISH = frozenset(
+    "the and of with that this have has was were what you they she for from about would"
+    " could should their there which".split()
+)
+_ASCII_WORD = regex.compile(r"[a-z]+")
+
+
+def _plainly_english(text: str) -> bool:
+    words = _ASCII_WORD.findall(text.lower())
+    found = sum(word in _ENGLISH for word in words)
+    return found >= 2 and found * 6 >= len(words)
+
+
 def _languages(text: str, default: str, *, query: bool) -> Languages:
     """A stored text's one language per alphabet: the identifier's confident guess,
     else the default. A query's: the default and every guess likely enough."""
     latin = [default if default in LATIN else DEFAULT_LANGUAGE]
     cyrillic = [in_script("Cyrillic", default)]
+    if _plainly_english(text):
+        english = tuple(dict.fromkeys([*latin, "en"])) if query else ("en",)
+        return Languages(english, (cyrillic[0],), default)
     if not query and sum(c.isalpha() for c in text) < IDENTIFIABLE:
         return Languages((latin[0],), (cyrillic[0],), default)
     for guess in identify.guesses(text, 3):
