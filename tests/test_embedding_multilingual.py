@@ -4,7 +4,6 @@ another, offline, with its model file checked against its pinned hash."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -17,6 +16,7 @@ from memory import EmbedderError, GraphMemory, IndexerSettings, MemoryScope
 from memory.embedding import choose_embedder
 from memory.embedding.e5 import MODEL_FILE, MultilingualE5
 
+from .offline_probe import run_recorded, written_outside
 from .polling import eventually
 from .server.command_line import Cli
 
@@ -149,23 +149,8 @@ async def test_a_memory_switched_to_another_model_says_so_once(
     assert "'all-MiniLM-L6-v2-int8'" in lines[0] and "reindex --all" in lines[0]
 
 
-# Runs in a fresh interpreter: every network socket, connection or name lookup and
-# every file opened for writing, from the first import to the last search.
+# Runs after the recording hook, from the first import to the last search.
 OFFLINE = r"""
-import json, os, sys, socket
-sockets, written = [], []
-NETWORK = (socket.AF_INET, socket.AF_INET6)
-def watch(event, args):
-    if event == "socket.__new__" and args[1] in NETWORK or event in (
-        "socket.connect", "socket.getaddrinfo", "socket.gethostbyname", "urllib.Request"
-    ):
-        sockets.append([event, repr(args)[:200]])
-    elif event == "open" and len(args) > 1 and isinstance(args[0], str):
-        mode, flags = args[1], args[2] if len(args) > 2 else 0
-        if (mode and any(c in mode for c in "wax+")) or (flags & (os.O_WRONLY | os.O_RDWR)):
-            written.append(args[0])
-sys.addaudithook(watch)
-
 import anyio
 from memory import GraphMemory
 
@@ -183,35 +168,16 @@ print(json.dumps({"found": found, "sockets": sockets, "written": written}))
 
 
 def test_the_model_loads_from_its_package_offline_writing_nothing_else(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "XDG_"))}
-    env["HOME"] = str(tmp_path / "home")  # a cache would appear under it
-    # The language identifier unpacks its model through an anonymous temporary file
-    # (tests/test_identify.py): the one place besides the database it may write.
-    temporary = tmp_path / "tmp"
-    temporary.mkdir()
-    env.update(TMPDIR=str(temporary), TMP=str(temporary), TEMP=str(temporary))
     db = tmp_path / "data" / "memory.db"
-    done = subprocess.run(
-        [sys.executable, "-c", OFFLINE, str(db)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout.splitlines()[-1])
+    home, temporary = tmp_path / "home", tmp_path / "tmp"
+    report = run_recorded(OFFLINE, str(db), home=home, temporary=temporary)
     assert report["found"] == "joue du violoncelle le mardi soir"
     assert report["sockets"] == []
-    allowed = (db.parent, temporary)
-    outside = [
-        p
-        for p in report["written"]
-        if not any(Path(p).resolve().is_relative_to(folder) for folder in allowed)
-    ]
-    assert outside == []
+    # The language identifier unpacks its model through an anonymous temporary file
+    # (tests/test_identify.py): the one place besides the database it may write.
+    assert written_outside(report, db.parent, temporary) == []
     assert list(temporary.iterdir()) == []
-    assert not (tmp_path / "home").exists()
+    assert not home.exists()
 
 
 def test_the_command_line_takes_embedder_multilingual(tmp_path: Path) -> None:

@@ -4,9 +4,6 @@ Snowball stems, told offline, the same way every time, among CANDIDATES only."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -14,7 +11,7 @@ import pytest
 
 from memory.words.identify import CANDIDATES, IDENTIFIER, Guess, guesses
 
-ROOT = Path(__file__).resolve().parents[1]
+from .offline_probe import run_recorded, written_outside
 
 SENTENCES = [
     ("en", "Sam cycles to the office."),
@@ -77,23 +74,11 @@ def test_identifier_names_the_installed_model_version() -> None:
     assert f"py3langid {metadata.version('py3langid')}" == IDENTIFIER
 
 
-# A fresh interpreter: threads make the first calls together (the model loads once),
-# while every network socket or name lookup and every file opened for writing is recorded.
-# py3langid unpacks its model through an anonymous temporary file, gone once loaded.
+# Runs after the recording hook: threads make the first calls together (the model
+# loads once). py3langid unpacks its model through an anonymous temporary file, gone
+# once loaded.
 PROGRAM = r"""
-import json, os, socket, sys, threading
-sockets, written = [], []
-def watch(event, args):
-    if event == "socket.__new__" and args[1] in (socket.AF_INET, socket.AF_INET6) or event in (
-        "socket.connect", "socket.getaddrinfo", "socket.gethostbyname", "urllib.Request"
-    ):
-        sockets.append(event)
-    elif event == "open" and len(args) > 1 and isinstance(args[0], str):
-        mode, flags = args[1], args[2] if len(args) > 2 else 0
-        if (mode and any(c in mode for c in "wax+")) or (flags & (os.O_WRONLY | os.O_RDWR)):
-            written.append(args[0])
-sys.addaudithook(watch)
-
+import threading
 from memory.words.identify import guesses
 texts = json.loads(sys.argv[1])
 barrier = threading.Barrier(4)
@@ -110,30 +95,14 @@ print(json.dumps({"results": results, "sockets": sockets, "written": written}))
 
 def test_a_fresh_process_guesses_alike_offline_and_keeps_no_file(tmp_path: Path) -> None:
     texts = [text for _, text in SENTENCES]
-    temporary = tmp_path / "tmp"
-    temporary.mkdir()
-    env = dict(
-        os.environ,
-        HOME=str(tmp_path / "home"),
-        XDG_CACHE_HOME=str(tmp_path / "cache"),
-        TMPDIR=str(temporary),
-        TMP=str(temporary),
-        TEMP=str(temporary),
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", PROGRAM, json.dumps(texts)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    report = json.loads(done.stdout)
+    home, temporary, cache = tmp_path / "home", tmp_path / "tmp", tmp_path / "cache"
+    env = {"XDG_CACHE_HOME": str(cache)}
+    report = run_recorded(PROGRAM, json.dumps(texts), home=home, temporary=temporary, env=env)
     assert report["sockets"] == []
     assert report["written"]  # the model's temporary file: the hook does see writes
-    assert all(Path(path).is_relative_to(temporary) for path in report["written"])
+    assert written_outside(report, temporary) == []
     assert list(temporary.iterdir()) == []
-    assert not (tmp_path / "home").exists()
-    assert not (tmp_path / "cache").exists()
+    assert not home.exists()
+    assert not cache.exists()
     here = [[list(g) for g in guesses(t, limit=5)] for t in texts]
     assert report["results"] == [here] * 4
