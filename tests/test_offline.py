@@ -1,6 +1,8 @@
 """The model ships in a package: loading it, embedding, indexing and searching open no
-socket and write no file outside the database's folder (DESIGN §8: no hub, no
-network at any time)."""
+socket and leave no file outside the database's folder (DESIGN §8: no hub, no
+network at any time). The language identifier, which the model asks whether it can
+read a query of a few keywords, unpacks its own model through an anonymous temporary
+file: the one write allowed elsewhere, gone once it has loaded."""
 
 from __future__ import annotations
 
@@ -31,8 +33,10 @@ print(json.dumps({"found": found, "sockets": sockets, "written": written}))
 def test_the_model_loads_and_ranks_with_no_network_and_no_download(tmp_path: Path) -> None:
     db = tmp_path / "data" / "memory.db"
     home = tmp_path / "home"
-    report = run_recorded(PROGRAM, str(db), home=home, temporary=tmp_path / "tmp")
+    temporary = tmp_path / "tmp"
+    report = run_recorded(PROGRAM, str(db), home=home, temporary=temporary)
     assert report["found"] == ["has three sisters", "we adopted a puppy"]
     assert report["sockets"] == []
-    assert written_outside(report, db.parent) == []
+    assert written_outside(report, db.parent, temporary) == []
+    assert list(temporary.iterdir()) == []
     assert not home.exists()
