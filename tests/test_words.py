@@ -9,6 +9,7 @@ import pytest
 
 from memory.words import MAX_TERMS, index_text, query_terms
 from memory.words.languages import LATIN, chosen_language, in_script
+from memory.words.stemming import stemmer_of
 
 
 @pytest.mark.parametrize(
@@ -113,3 +114,24 @@ def test_english_text_never_loads_the_identifiers_model() -> None:
         [sys.executable, "-c", ENGLISH_ONLY], capture_output=True, text=True, timeout=60
     )
     assert done.stdout.strip() == "False", done.stderr
+
+
+WORDS = {
+    "en": "running generously happiness relational",
+    "fr": "chevaux travaillait mangeraient nationalité",
+    "de": "häuser arbeitet gebacken schönheit",
+    "ru": "книгу читала собаками прекрасный",
+    "hi": "किताबें लड़के पढ़ना बच्चों",
+    "ar": "الكتاب كتابه المعلمون مدرسة",
+    "es": "vivió corriendo ciudades",
+    "tr": "evlerimizden kitaplar",
+}
+
+
+@pytest.mark.parametrize("language", sorted(WORDS))
+def test_both_snowball_implementations_stem_alike(language: str) -> None:
+    """A file's index must not depend on which of them a process has."""
+    pytest.importorskip("Stemmer", reason="PyStemmer has no wheel here")
+    c, python = stemmer_of(language, "PyStemmer"), stemmer_of(language, "snowballstemmer")
+    for word in WORDS[language].split():
+        assert c.stemWord(word) == python.stemWord(word), word

@@ -38,10 +38,11 @@ from .stopwords import STOP_WORDS
 __all__ = ["MAX_TERMS", "index_text", "query_terms"]
 
 MAX_TERMS = 64  # a query's expressions at most
-# A guess this likely decides a stored text's language; a query is also stemmed in
-# every language guessed at least `QUERY_GUESS` likely.
+# A guess this likely decides a stored text's language, and adds its language to
+# those a query is stemmed in (each more makes every word of the query an OR of
+# stems: weaker guesses, which short texts get for any language, found no more on
+# the language set and cost every search).
 CONFIDENT = 0.5
-QUERY_GUESS = 0.1
 # A stored text with fewer letters than this (a name, a few words) is too short for
 # the identifier, whose guesses on it are often sure and wrong: it takes the default.
 IDENTIFIABLE = 24
@@ -134,13 +135,13 @@ def _languages(text: str, default: str, *, query: bool) -> Languages:
     if _plainly_english(text):
         english = tuple(dict.fromkeys([*latin, "en"])) if query else ("en",)
         return Languages(english, (cyrillic[0],), default)
-    if not query and sum(c.isalpha() for c in text) < IDENTIFIABLE:
+    if not query and sum(map(str.isalpha, text)) < IDENTIFIABLE:
         return Languages((latin[0],), (cyrillic[0],), default)
     for guess in identify.guesses(text, 3):
         chosen = cyrillic if guess.language in CYRILLIC else latin
         if guess.language not in LATIN | CYRILLIC:
             continue
-        if query and guess.probability >= QUERY_GUESS and guess.language not in chosen:
+        if query and guess.probability >= CONFIDENT and guess.language not in chosen:
             chosen.append(guess.language)
         elif not query and guess.probability >= CONFIDENT:
             chosen[0] = guess.language

@@ -1,8 +1,10 @@
 """Word forms folded by Snowball, one algorithm per language, and accents folded.
 
-The pure-Python algorithms of `snowballstemmer` are imported by name, never through
-`snowballstemmer.stemmer()`, which prefers PyStemmer when it is installed: the index
-must not change with what else is installed.
+The stemmers are PyStemmer's (Snowball's C code) where it is installed, else the
+pure-Python ones of `snowballstemmer`, imported by name. Both are pinned to the same
+Snowball release and stem every word alike (tests/test_words.py checks), so a file's
+index does not depend on which of them a process has; the C one is about a hundred
+times faster.
 """
 
 from __future__ import annotations
@@ -15,32 +17,56 @@ from typing import Protocol
 
 from .languages import SNOWBALL
 
+__all__ = ["STEMMERS", "stem", "without_accents"]
+
 
 class _Stemmer(Protocol):
     def stemWord(self, word: str) -> str: ...
 
 
+def _pure_python(name: str) -> _Stemmer:
+    module = importlib.import_module(f"snowballstemmer.{name}_stemmer")
+    cls = getattr(module, "".join(part.title() for part in name.split("_")) + "Stemmer")
+    stemmer: _Stemmer = cls()
+    return stemmer
+
+
+def _c(name: str) -> _Stemmer:
+    import Stemmer
+
+    stemmer: _Stemmer = Stemmer.Stemmer(name)
+    return stemmer
+
+
+try:
+    import Stemmer  # noqa: F401 (only whether it is there)
+
+    _make = _c
+    STEMMERS = "PyStemmer"
+except ImportError:
+    _make = _pure_python
+    STEMMERS = "snowballstemmer"
+
 _lock = threading.Lock()
 _stemmers: dict[str, _Stemmer] = {}
 
 
-def _stemmer(language: str) -> _Stemmer:
-    """The Snowball stemmer of `language`; one per language, made on first use. A
-    stemmer keeps state while it stems a word, so calls are serialised per stemmer
-    (`stem` caches, so few reach it)."""
+def stemmer_of(language: str, make: str = STEMMERS) -> _Stemmer:
+    """A Snowball stemmer of `language` from `make` ("PyStemmer" or
+    "snowballstemmer"), made on first use."""
+    if make != STEMMERS:
+        return (_c if make == "PyStemmer" else _pure_python)(SNOWBALL[language])
     found = _stemmers.get(language)
     if found is None:
-        name = SNOWBALL[language]
-        module = importlib.import_module(f"snowballstemmer.{name}_stemmer")
-        cls = getattr(module, "".join(part.title() for part in name.split("_")) + "Stemmer")
-        found = _stemmers.setdefault(language, cls())
+        found = _stemmers.setdefault(language, _make(SNOWBALL[language]))
     return found
 
 
 @functools.lru_cache(maxsize=200_000)
 def stem(language: str, word: str) -> str:
-    """`word` (lower case) in its folded form for `language`."""
-    stemmer = _stemmer(language)
+    """`word` (lower case) in its folded form for `language`. A stemmer keeps state
+    while it stems a word, so calls are serialised (the cache answers most)."""
+    stemmer = stemmer_of(language)
     with _lock:
         return stemmer.stemWord(word)
 
