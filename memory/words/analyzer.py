@@ -112,7 +112,7 @@ class Languages(NamedTuple):
 
 
 # Words only English has among the identifier's languages: a text with enough of them
-# is English without asking the identifier, whose model (tens of MiB) then never
+# is English without asking the identifier, whose large model then never
 # loads in a memory written in English.
 _ENGLISH = frozenset(
     "the and of with that this have has was were what you they she for from about would"

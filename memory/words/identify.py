@@ -43,7 +43,7 @@ def _loaded() -> _Ranker:
 def _restricted_model() -> _Ranker:
     """py3langid's model with the columns of the candidate languages alone, as its
     `set_languages` would make them, but without keeping the whole model beside
-    them (some 70 MiB more of a server's memory)."""
+    them in a server's memory."""
     from py3langid.langid import MODEL_DIR, MODEL_FILE, LanguageIdentifier
     from py3langid.modelio import load_model
 
